@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "parley",
+    products: [
+        .executable(name: "parley", targets: ["parley"]),
+    ],
+    targets: [
+        // C system libraries and the Linux shim (lowest layer).
+        .target(name: "CLinux"),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        // Leaf utilities.
+        .target(name: "ParleyLog"),
+        .target(name: "ParleyMetrics"),
+        .target(name: "ParleyJSON"),
+
+        // Bytes and sockets.
+        .target(name: "ParleyNet", dependencies: ["CLinux", "ParleyLog"]),
+
+        // Protocols and storage.
+        .target(name: "ParleyHTTP", dependencies: ["ParleyNet", "ParleyLog", "ParleyMetrics"]),
+        .target(name: "ParleyPostgres", dependencies: ["CLibPQ", "CLinux", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
+
+        // Wiring and the executable.
+        .target(name: "ParleyServer", dependencies: [
+            "ParleyNet", "ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyLog", "ParleyMetrics", "CLinux",
+        ]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+
+        // Tests.
+        .target(name: "ParleyTestSupport", dependencies: ["ParleyPostgres", "ParleyNet"], path: "Tests/ParleyTestSupport"),
+        .testTarget(name: "ParleyJSONTests", dependencies: ["ParleyJSON"]),
+        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyJSON", "ParleyTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

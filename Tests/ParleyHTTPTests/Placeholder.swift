@@ -1,0 +1,5 @@
+import XCTest
+
+final class ParleyHTTPTestsPlaceholder: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ParleyJSONTestsPlaceholder: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ParleyNetTestsPlaceholder: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ParleyPostgresTestsPlaceholder: XCTestCase {
+    func testBuilds() {}
+}
