@@ -101,3 +101,16 @@ public struct ServerConfig: Sendable {
         return text
     }
 }
+
+extension ServerConfig {
+    /// The options as a Markdown table (docs/configuration.md is generated from this).
+    public static func markdownReference(options: [ConfigOption]) -> String {
+        var text = "| Flag | Environment | Default | Meaning |\n| --- | --- | --- | --- |\n"
+        for option in options {
+            let env = option.environment.map { "`\($0)`" } ?? ""
+            let def = option.defaultValue.isEmpty ? "(none)" : "`\(option.defaultValue)`"
+            text += "| `\(option.flag)` | \(env) | \(def) | \(option.help) |\n"
+        }
+        return text
+    }
+}
