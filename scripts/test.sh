@@ -23,13 +23,13 @@ started_at=$SECONDS
 
 passed=()
 failed=()
+results=()
 
 summary() {
     echo
     echo "=== summary ($((SECONDS - started_at)) s)"
-    local name
-    for name in "${passed[@]+"${passed[@]}"}"; do echo "PASS  $name"; done
-    for name in "${failed[@]+"${failed[@]}"}"; do echo "FAIL  $name"; done
+    local line
+    for line in "${results[@]+"${results[@]}"}"; do echo "$line"; done
     echo "${#passed[@]} passed, ${#failed[@]} failed"
 }
 
@@ -43,9 +43,11 @@ run_suite() {
     "$@" || rc=$?
     if [ "$rc" -eq 0 ]; then
         passed+=("$name")
+        results+=("PASS  $name")
         echo "=== $name: passed ($((SECONDS - begin)) s)"
     else
         failed+=("$name")
+        results+=("FAIL  $name")
         echo "=== $name: FAILED, exit $rc ($((SECONDS - begin)) s)"
     fi
     return 0
@@ -53,6 +55,7 @@ run_suite() {
 
 if ! bash scripts/setup.sh --all; then
     failed+=("setup")
+    results+=("FAIL  setup")
     summary
     exit 1
 fi
@@ -94,7 +97,7 @@ binary_links_no_foundation() {
     [ -x "$PARLEY_BIN" ] || { echo "no release binary at $PARLEY_BIN (did the build fail?)"; return 1; }
     local libraries
     libraries="$(ldd "$PARLEY_BIN")" || { echo "ldd failed on $PARLEY_BIN"; return 1; }
-    printf '%s\n' "$libraries"
+    echo "$(printf '%s\n' "$libraries" | wc -l) shared libraries: $(printf '%s\n' "$libraries" | awk '{ print $1 }' | paste -sd ' ')"
     if printf '%s\n' "$libraries" | grep -iq 'foundation'; then
         echo "the release binary links Foundation:"
         printf '%s\n' "$libraries" | grep -i 'foundation'
