@@ -32,7 +32,9 @@ WORKDIR /app
 COPY --from=build /out/ /app/
 USER parley
 ENV PARLEY_HOST=0.0.0.0 \
-    PARLEY_PORT=8080
+    PARLEY_PORT=8080 \
+    PARLEY_MIGRATIONS_DIR=/app/migrations \
+    PARLEY_DATA_DIR=/var/lib/parley
 EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
