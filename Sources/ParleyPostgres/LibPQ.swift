@@ -106,14 +106,21 @@ enum LibPQ {
         return settings
     }
 
-    /// Keyword/value arrays for `PQconnectdbParams`/`PQconnectStartParams`: the connection string
-    /// (URI or `key=value`) is expanded as `dbname`, then the client forces UTF-8.
+    /// Keyword/value arrays for `PQconnectdbParams`/`PQconnectStartParams`. Defaults before
+    /// `dbname` (keepalives so a dead peer is noticed in about a minute, a connect timeout for
+    /// blocking connects, the application name) can be overridden by the connection string
+    /// (URI or `key=value`, expanded as `dbname`); the client encoding after it is forced to UTF-8.
     static func withConnectParameters<R>(_ connectionString: String, _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        let keywords = CStringArray(["dbname", "client_encoding", "fallback_application_name"])
-        let values = CStringArray([connectionString, "UTF8", "parley"])
+        let pairs = [
+            ("fallback_application_name", "parley"), ("keepalives", "1"), ("keepalives_idle", "30"),
+            ("keepalives_interval", "10"), ("keepalives_count", "3"), ("connect_timeout", "10"),
+            ("dbname", connectionString), ("client_encoding", "UTF8"),
+        ]
+        let keywords = CStringArray(pairs.map(\.0))
+        let values = CStringArray(pairs.map(\.1))
         return withExtendedLifetime((keywords, values)) {
-            keywords.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: 4) { k in
-                values.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: 4) { v in
+            keywords.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: pairs.count + 1) { k in
+                values.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: pairs.count + 1) { v in
                     body(k, v)
                 }
             }
