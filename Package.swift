@@ -24,10 +24,18 @@ let package = Package(
         // Protocols and storage.
         .target(name: "ParleyHTTP", dependencies: ["ParleyNet", "ParleyLog", "ParleyMetrics"]),
         .target(name: "ParleyPostgres", dependencies: ["CLibPQ", "CLinux", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
+        .target(name: "ParleyWebSocket", dependencies: ["ParleyNet", "ParleyHTTP", "ParleyLog", "COpenSSL"]),
+
+        // Domain.
+        .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"]),
+
+        // Wire formats of the domain: the Parse-compatible REST API.
+        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"]),
 
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
-            "ParleyNet", "ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyAccounts",
+            "ParleyParse", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
@@ -37,6 +45,9 @@ let package = Package(
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -71,3 +71,5 @@ int parley_cpu_count(void) {
 }
 
 pid_t parley_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+int parley_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }

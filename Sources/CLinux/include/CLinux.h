@@ -35,6 +35,7 @@ int parley_timerfd_arm(int fd, int64_t nanoseconds_from_now);
 int parley_fcntl_set_nonblocking(int fd);
 int parley_cpu_count(void);
 pid_t parley_gettid(void);
+int parley_set_thread_name(const char *name);
 
 static const uint32_t PARLEY_EPOLLIN = EPOLLIN;
 static const uint32_t PARLEY_EPOLLOUT = EPOLLOUT;
@@ -43,5 +44,8 @@ static const uint32_t PARLEY_EPOLLHUP = EPOLLHUP;
 static const uint32_t PARLEY_EPOLLRDHUP = EPOLLRDHUP;
 static const int PARLEY_SOCK_NONBLOCK_CLOEXEC = SOCK_NONBLOCK | SOCK_CLOEXEC;
 static const int PARLEY_EFD_NONBLOCK_CLOEXEC = EFD_NONBLOCK | EFD_CLOEXEC;
+static const int PARLEY_EFD_SEMAPHORE_CLOEXEC = EFD_SEMAPHORE | EFD_CLOEXEC;
+static const int PARLEY_SHUT_WR = SHUT_WR;
+static const int PARLEY_SOCK_STREAM = SOCK_STREAM;
 
 #endif

@@ -1,0 +1,289 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+
+/// A non-blocking stream socket owned by one event loop.
+///
+/// Reads go through the loop's shared read buffer; writes are queued (bounded by
+/// `maxOutboundBytes`) and flushed with `writev`. Loop thread only.
+public final class Connection: IOHandler {
+    /// The loop that owns the connection.
+    public let loop: EventLoop
+    /// A process-unique number, for logs.
+    public let id: UInt64
+    /// `host:port` of the peer.
+    public let remoteAddress: String
+    /// The protocol code fed by this connection.
+    public var handler: (any ConnectionHandler)?
+
+    let fd: Int32
+    private let readBuffer: ReadBuffer
+    private let maxOutboundBytes: Int
+    private var outbound: [[UInt8]] = []
+    private var outboundHead = 0
+    private var headOffset = 0
+    private var pending = 0
+    private var state = State.open
+    private var readingPaused = false
+    private var eofReceived = false
+    private var lingerTimer: TimerID?
+    var onClose: ((Connection) -> Void)?
+
+    private enum State { case open, closing, lingering, closed }
+
+    /// Bytes queued but not yet written.
+    public var pendingOutboundBytes: Int { pending }
+    /// True once the socket is closed.
+    public var isClosed: Bool { state == .closed }
+    /// True until `close` is called or the connection fails.
+    public var isOpen: Bool { state == .open }
+
+    init(fd: Int32, loop: EventLoop, id: UInt64, remoteAddress: String, readBuffer: ReadBuffer, maxOutboundBytes: Int) {
+        self.fd = fd
+        self.loop = loop
+        self.id = id
+        self.remoteAddress = remoteAddress
+        self.readBuffer = readBuffer
+        self.maxOutboundBytes = maxOutboundBytes
+    }
+
+    func activate() throws(NetError) {
+        try loop.register(fd: fd, interest: .readable, handler: self)
+    }
+
+    // MARK: Writing
+
+    /// Queues `bytes` and writes what the socket takes now.
+    public func write(_ bytes: [UInt8]) {
+        guard state == .open, !bytes.isEmpty else { return }
+        if pending == 0 {
+            let written = bytes.withUnsafeBytes { raw in Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) }
+            if written == bytes.count { return }
+            if written < 0 {
+                guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                    closeNow()
+                    return
+                }
+                enqueue(bytes, offset: 0)
+            } else {
+                enqueue(bytes, offset: written)
+            }
+        } else {
+            enqueue(bytes, offset: 0)
+        }
+    }
+
+    /// Queues the readable bytes of `buffer`.
+    public func write(_ buffer: ByteBuffer) {
+        write(buffer.readableArray)
+    }
+
+    private func enqueue(_ bytes: [UInt8], offset: Int) {
+        if outbound.isEmpty { headOffset = offset }
+        outbound.append(bytes)
+        pending += bytes.count - offset
+        if pending > maxOutboundBytes {
+            closeNow()
+            return
+        }
+        updateInterest()
+    }
+
+    /// Writes queued bytes with writev until the socket would block; returns false on error.
+    private func flush() -> Bool {
+        while pending > 0 {
+            let count = min(outbound.count - outboundHead, 64)
+            let written: Int = withUnsafeTemporaryAllocation(of: iovec.self, capacity: count) { iov in
+                writeChunks(iov: iov, count: count)
+            }
+            if written < 0 {
+                if errno == EAGAIN || errno == EWOULDBLOCK { return true }
+                if errno == EINTR { continue }
+                return false
+            }
+            consume(written)
+        }
+        return true
+    }
+
+    private func writeChunks(iov: UnsafeMutableBufferPointer<iovec>, count: Int) -> Int {
+        // Each array's storage stays alive and unmoved while `outbound` is not mutated.
+        for i in 0..<count {
+            let chunk = outbound[outboundHead + i]
+            let skip = i == 0 ? headOffset : 0
+            chunk.withUnsafeBytes { raw in
+                iov[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + skip), iov_len: raw.count - skip)
+            }
+        }
+        return Glibc.writev(fd, iov.baseAddress, Int32(count))
+    }
+
+    private func consume(_ written: Int) {
+        pending -= written
+        var left = written
+        while left > 0 {
+            let available = outbound[outboundHead].count - headOffset
+            if left >= available {
+                left -= available
+                outboundHead += 1
+                headOffset = 0
+            } else {
+                headOffset += left
+                left = 0
+            }
+        }
+        if outboundHead == outbound.count {
+            outbound.removeAll()
+            outboundHead = 0
+            headOffset = 0
+        } else if outboundHead > 64 {
+            outbound.removeFirst(outboundHead)
+            outboundHead = 0
+        }
+    }
+
+    // MARK: Reading
+
+    /// Stops reading until `resumeReading` (backpressure).
+    public func pauseReading() {
+        guard !readingPaused else { return }
+        readingPaused = true
+        updateInterest()
+    }
+
+    public func resumeReading() {
+        guard readingPaused else { return }
+        readingPaused = false
+        updateInterest()
+    }
+
+    private func updateInterest() {
+        guard state != .closed else { return }
+        var interest: IOInterest = []
+        if pending > 0 { interest.insert(.writable) }
+        switch state {
+        case .open where !readingPaused && !eofReceived, .lingering:
+            interest.insert(.readable)
+        default:
+            break
+        }
+        loop.setInterest(fd: fd, interest)
+    }
+
+    public func handleReadable() {
+        if eofReceived && state != .lingering {
+            // Hang-up or error after the peer's FIN: nothing more can arrive.
+            closeNow()
+            return
+        }
+        var rounds = 0
+        while state != .closed && rounds < 4 {
+            let n = Glibc.recv(fd, readBuffer.pointer, readBuffer.capacity, 0)
+            if n > 0 {
+                if state == .lingering {
+                    rounds += 1
+                    continue
+                }
+                handler?.connection(self, didRead: UnsafeRawBufferPointer(start: readBuffer.pointer, count: n))
+                if readingPaused || state != .open || n < readBuffer.capacity { return }
+                rounds += 1
+            } else if n == 0 {
+                if state == .lingering {
+                    closeNow()
+                    return
+                }
+                eofReceived = true
+                updateInterest()
+                if let handler { handler.connectionDidReceiveEOF(self) } else { close() }
+                return
+            } else {
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                if errno == EINTR { continue }
+                closeNow()
+                return
+            }
+        }
+    }
+
+    public func handleWritable() {
+        guard state != .closed else { return }
+        guard flush() else {
+            closeNow()
+            return
+        }
+        guard pending == 0 else { return }
+        updateInterest()
+        if state == .closing {
+            finishClosing()
+        } else if state == .open {
+            handler?.connectionDidDrain(self)
+        }
+    }
+
+    // MARK: Closing
+
+    /// Flushes what is queued and closes; with `immediately`, drops the queue and closes now.
+    public func close(immediately: Bool = false) {
+        switch state {
+        case .closed, .lingering:
+            if immediately { closeNow() }
+        case .closing:
+            if immediately { closeNow() }
+        case .open:
+            if immediately || pending == 0 {
+                if immediately || eofReceived { closeNow() } else { finishClosing() }
+            } else {
+                state = .closing
+                updateInterest()
+            }
+        }
+    }
+
+    /// Sends FIN and reads until the peer closes (bounded), so a response is not lost to a reset.
+    private func finishClosing() {
+        if eofReceived {
+            closeNow()
+            return
+        }
+        state = .lingering
+        _ = Glibc.shutdown(fd, PARLEY_SHUT_WR)
+        updateInterest()
+        lingerTimer = loop.schedule(after: .seconds(2)) { [weak self] in
+            self?.lingerTimer = nil
+            self?.closeNow()
+        }
+    }
+
+    private func closeNow() {
+        guard state != .closed else { return }
+        state = .closed
+        if let lingerTimer { loop.cancel(lingerTimer) }
+        lingerTimer = nil
+        loop.deregister(fd: fd)
+        Glibc.close(fd)
+        outbound = []
+        pending = 0
+        let handler = self.handler
+        let onClose = self.onClose
+        self.onClose = nil
+        loop.executeLocal { [self] in
+            handler?.connectionDidClose(self)
+            self.handler = nil
+            onClose?(self)
+        }
+    }
+}
+
+/// A loop's shared read buffer: every connection of the loop reads through it.
+final class ReadBuffer {
+    let pointer: UnsafeMutableRawPointer
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        pointer = .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit { pointer.deallocate() }
+}

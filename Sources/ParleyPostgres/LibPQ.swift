@@ -1,0 +1,174 @@
+import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Conversions between libpq's C API and the client's Swift types.
+enum LibPQ {
+    /// Copies a `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result into Swift values.
+    static func rows(_ result: OpaquePointer) -> PostgresRows {
+        let rowCount = Int(PQntuples(result))
+        let columnCount = Int(PQnfields(result))
+        var names: [String] = []
+        var oids: [UInt32] = []
+        names.reserveCapacity(columnCount)
+        oids.reserveCapacity(columnCount)
+        for c in 0..<columnCount {
+            names.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
+            oids.append(PQftype(result, Int32(c)))
+        }
+        var cells: [String?] = []
+        cells.reserveCapacity(rowCount * columnCount)
+        for r in 0..<rowCount {
+            for c in 0..<columnCount {
+                if PQgetisnull(result, Int32(r), Int32(c)) == 1 {
+                    cells.append(nil)
+                } else {
+                    let length = Int(PQgetlength(result, Int32(r), Int32(c)))
+                    let value = PQgetvalue(result, Int32(r), Int32(c))!
+                    cells.append(value.withMemoryRebound(to: UInt8.self, capacity: length) {
+                        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+                    })
+                }
+            }
+        }
+        let tag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
+        let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
+        return PostgresRows(columns: PostgresColumns(names: names, typeOIDs: oids), cells: cells, commandTag: tag, affectedRows: affected)
+    }
+
+    /// The error of a `PGRES_FATAL_ERROR` result.
+    static func serverError(_ result: OpaquePointer) -> PostgresServerError {
+        func field(_ code: Int32) -> String? {
+            guard let value = PQresultErrorField(result, code) else { return nil }
+            return String(cString: value)
+        }
+        let fallback = PQresultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
+        return PostgresServerError(
+            severity: field(Int32(UInt8(ascii: "V"))) ?? field(Int32(UInt8(ascii: "S"))) ?? "ERROR",
+            sqlState: field(Int32(UInt8(ascii: "C"))) ?? "XX000",
+            message: field(Int32(UInt8(ascii: "M"))) ?? trimmed(fallback),
+            detail: field(Int32(UInt8(ascii: "D"))),
+            hint: field(Int32(UInt8(ascii: "H"))),
+            table: field(Int32(UInt8(ascii: "t"))),
+            column: field(Int32(UInt8(ascii: "c"))),
+            constraint: field(Int32(UInt8(ascii: "n")))
+        )
+    }
+
+    /// A finished result as rows or an error. Clears nothing: the caller owns `result`.
+    static func outcome(_ result: OpaquePointer) -> Result<PostgresRows, PostgresError> {
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE:
+            return .success(rows(result))
+        case PGRES_EMPTY_QUERY:
+            return .success(PostgresRows(columns: PostgresColumns(names: [], typeOIDs: []), cells: [], commandTag: "", affectedRows: 0))
+        case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
+            let error = serverError(result)
+            if PostgresError.isConnectionTermination(error.sqlState) {
+                return .failure(.connectionClosed(error.description))
+            }
+            return .failure(.server(error))
+        case PGRES_PIPELINE_ABORTED:
+            return .failure(.server(PostgresServerError(severity: "ERROR", sqlState: "25P02",
+                message: "not executed: an earlier statement in the same pipeline segment failed")))
+        case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:
+            return .failure(.unsupported("COPY is not supported by this client"))
+        default:
+            return .failure(.unsupported("unexpected result status \(PQresultStatus(result).rawValue)"))
+        }
+    }
+
+    /// The connection's last error message, trimmed.
+    static func errorMessage(_ connection: OpaquePointer?) -> String {
+        guard let connection, let message = PQerrorMessage(connection) else { return "unknown error" }
+        let text = trimmed(String(cString: message))
+        return text.isEmpty ? "unknown error" : text
+    }
+
+    static func trimmed(_ text: String) -> String {
+        var s = Substring(text)
+        while let last = s.last, last == "\n" || last == " " { s = s.dropLast() }
+        return String(s)
+    }
+
+    /// Fails when text to be passed as a C string contains a NUL (libpq would silently truncate it).
+    static func checkNoNUL(_ text: String, _ what: @autoclosure () -> String) throws(PostgresError) {
+        if text.utf8.contains(0) { throw .unsupported("\(what()) contains a NUL byte") }
+    }
+
+    /// Session settings every connection uses, so text output parses the same way everywhere.
+    static func sessionSetupSQL(statementTimeoutMilliseconds: Int?) -> String {
+        var settings = "SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, MDY', false)"
+        if let ms = statementTimeoutMilliseconds {
+            settings += ", set_config('statement_timeout', '\(max(0, ms))', false)"
+        }
+        return settings
+    }
+
+    /// Keyword/value arrays for `PQconnectdbParams`/`PQconnectStartParams`. Defaults before
+    /// `dbname` (keepalives so a dead peer is noticed in about a minute, a connect timeout for
+    /// blocking connects, the application name) can be overridden by the connection string
+    /// (URI or `key=value`, expanded as `dbname`); the client encoding after it is forced to UTF-8.
+    static func withConnectParameters<R>(_ connectionString: String, _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+        let pairs = [
+            ("fallback_application_name", "parley"), ("keepalives", "1"), ("keepalives_idle", "30"),
+            ("keepalives_interval", "10"), ("keepalives_count", "3"), ("connect_timeout", "10"),
+            ("dbname", connectionString), ("client_encoding", "UTF8"),
+        ]
+        let keywords = CStringArray(pairs.map(\.0))
+        let values = CStringArray(pairs.map(\.1))
+        return withExtendedLifetime((keywords, values)) {
+            keywords.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: pairs.count + 1) { k in
+                values.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: pairs.count + 1) { v in
+                    body(k, v)
+                }
+            }
+        }
+    }
+
+    /// A notice processor that drops server notices (libpq's default prints them to stderr).
+    static let silentNoticeProcessor: PQnoticeProcessor = { _, _ in }
+}
+
+/// Statement parameters laid out as libpq wants them (text format, explicit type OIDs).
+final class LibPQParameters {
+    let count: Int32
+    let types: UnsafeMutablePointer<UInt32>
+    private let values: CStringArray
+    private let present: [Bool]
+
+    init(_ params: [PostgresData]) throws(PostgresError) {
+        guard params.count <= 65_535 else { throw .unsupported("\(params.count) parameters (the protocol allows 65535)") }
+        count = Int32(params.count)
+        types = .allocate(capacity: max(1, params.count))
+        var texts: [String] = []
+        var present: [Bool] = []
+        for (i, param) in params.enumerated() {
+            types[i] = param.typeOID
+            if let text = param.textValue {
+                try LibPQ.checkNoNUL(text, "parameter $\(i + 1)")
+                texts.append(text)
+                present.append(true)
+            } else {
+                texts.append("")
+                present.append(false)
+            }
+        }
+        values = CStringArray(texts)
+        for (i, isPresent) in present.enumerated() where !isPresent {
+            free(values.pointers[i])
+            values.pointers[i] = nil
+        }
+        self.present = present
+    }
+
+    deinit { types.deallocate() }
+
+    /// Calls `body` with the `paramValues` pointer (NULL entries for SQL NULL).
+    func withValues<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+        withExtendedLifetime(values) {
+            values.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: Int(count) + 1) { body($0) }
+        }
+    }
+}

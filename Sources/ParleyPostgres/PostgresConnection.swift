@@ -1,0 +1,443 @@
+import CLibPQ
+import ParleyLog
+import ParleyNet
+
+/// Observes a connection's life (the pool, the listener). Called on the connection's loop.
+protocol PostgresConnectionDelegate: AnyObject {
+    func connectionBecameReady(_ connection: PostgresConnection)
+    func connectionLost(_ connection: PostgresConnection)
+    func connectionFinishedStatements(_ connection: PostgresConnection)
+}
+
+/// One libpq connection driven by an event loop: non-blocking connect, pipeline mode, one sync
+/// per statement (so an error fails only its own statement), automatic reconnect with backoff.
+///
+/// Thread confinement: every method runs on `loop` (checked); `@unchecked Sendable` only so a
+/// reference can be handed to a task pinned to that loop. Use `PostgresClient` from anywhere else.
+public final class PostgresConnection: IOHandler, @unchecked Sendable {
+    /// Where the connection is in its life.
+    public enum State: Sendable, Equatable {
+        case idle, connecting, ready, waitingToReconnect, closed
+    }
+
+    public let loop: EventLoop
+    let configuration: PostgresConfiguration
+    private let logger: Logger
+    private let stats: PostgresPoolStats
+    weak var delegate: (any PostgresConnectionDelegate)?
+    /// Called on the loop for every NOTIFY on a channel this connection LISTENs to.
+    var onNotification: ((PostgresNotification) -> Void)?
+
+    private enum Phase {
+        case idle
+        case connecting(OpaquePointer, fd: Int32?, timer: TimerID)
+        case ready(OpaquePointer, fd: Int32)
+        case waitingToReconnect(TimerID)
+        case closed
+    }
+
+    private final class PendingStatement {
+        let completion: (Result<PostgresRows, PostgresError>) -> Void
+        /// Statement ends (NULL from PQgetResult) still expected before the sync result.
+        var endsRemaining: Int
+        var sawResult = false
+        var outcome: Result<PostgresRows, PostgresError>?
+        /// Prepared-statement cache key, to forget the statement if preparing it fails or its plan went stale.
+        let preparedKey: String?
+
+        init(endsRemaining: Int, preparedKey: String?, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+            self.endsRemaining = endsRemaining
+            self.preparedKey = preparedKey
+            self.completion = completion
+        }
+
+        func record(_ result: Result<PostgresRows, PostgresError>) {
+            if case .failure = outcome { return }
+            outcome = result
+        }
+    }
+
+    private var phase: Phase = .idle
+    private var pending = FIFO<PendingStatement>()
+    private var preparedNames: [String: String] = [:]
+    private var statementCounter = 0
+    private var writeInterest = false
+    private var failedAttempts = 0
+    private var hasConnectedBefore = false
+    /// Increments at each successful connect; a transaction uses it to notice a reconnect.
+    private(set) var session: UInt64 = 0
+    /// Set by the pool while a transaction owns the connection.
+    var pinned = false
+    /// Why the last connect attempt failed or the connection was lost (for error messages).
+    private(set) var lastError: String?
+
+    init(loop: EventLoop, configuration: PostgresConfiguration, stats: PostgresPoolStats, logger: Logger) {
+        self.loop = loop
+        self.configuration = configuration
+        self.stats = stats
+        self.logger = logger
+    }
+
+    /// Creates a connection owned by `loop`; call `connect()` on the loop to start it.
+    public convenience init(loop: EventLoop, configuration: PostgresConfiguration) {
+        self.init(loop: loop, configuration: configuration, stats: PostgresPoolStats(), logger: Logger(label: "postgres"))
+    }
+
+    /// The current state.
+    public var state: State {
+        switch phase {
+        case .idle: .idle
+        case .connecting: .connecting
+        case .ready: .ready
+        case .waitingToReconnect: .waitingToReconnect
+        case .closed: .closed
+        }
+    }
+
+    /// Statements sent and not yet answered.
+    public var inFlight: Int { pending.count }
+
+    var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
+
+    // MARK: Statements
+
+    /// Runs one statement. Must be called on `loop` (e.g. in `Task(executorPreference: loop)`).
+    /// `prepared` caches a server-side prepared statement per SQL text and parameter types.
+    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+        loop.preconditionInEventLoop()
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<PostgresRows, PostgresError>, Never>) in
+            send(sql, params, prepared: prepared) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Queues one statement plus a sync in the pipeline; `completion` runs on the loop.
+    func send(_ sql: String, _ params: [PostgresData], prepared: Bool, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+        loop.preconditionInEventLoop()
+        guard case .ready(let conn, _) = phase else {
+            completion(.failure(isClosed ? .shutdown : .connectionUnavailable("connection is \(state)")))
+            return
+        }
+        let parameters: LibPQParameters
+        do throws(PostgresError) {
+            try LibPQ.checkNoNUL(sql, "the SQL text")
+            parameters = try LibPQParameters(params)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+
+        var ends = 1
+        var cacheKey: String?
+        var queued: Bool
+        if prepared && configuration.maxPreparedStatements > 0 {
+            var key = sql
+            key.unicodeScalars.append("\u{0}")
+            for i in 0..<Int(parameters.count) { key += String(parameters.types[i]) + "," }
+            if let name = preparedNames[key] {
+                cacheKey = key
+                queued = parameters.withValues { PQsendQueryPrepared(conn, name, parameters.count, $0, nil, nil, 0) } == 1
+            } else if preparedNames.count < configuration.maxPreparedStatements {
+                statementCounter += 1
+                let name = "parley_\(statementCounter)"
+                queued = PQsendPrepare(conn, name, sql, parameters.count, parameters.types) == 1
+                    && parameters.withValues { PQsendQueryPrepared(conn, name, parameters.count, $0, nil, nil, 0) } == 1
+                preparedNames[key] = name
+                cacheKey = key
+                ends = 2
+            } else {
+                queued = parameters.withValues { PQsendQueryParams(conn, sql, parameters.count, parameters.types, $0, nil, nil, 0) } == 1
+            }
+        } else {
+            queued = parameters.withValues { PQsendQueryParams(conn, sql, parameters.count, parameters.types, $0, nil, nil, 0) } == 1
+        }
+        if queued { queued = PQpipelineSync(conn) == 1 }
+        guard queued else {
+            // libpq's queue and ours may now disagree: start over on a fresh connection.
+            let reason = LibPQ.errorMessage(conn)
+            completion(.failure(.sendFailed(reason)))
+            connectionLost(reason)
+            return
+        }
+        pending.append(PendingStatement(endsRemaining: ends, preparedKey: cacheKey, completion: completion))
+        stats.inFlight.add(1, ordering: .relaxed)
+        stats.statements.add(1, ordering: .relaxed)
+        flush()
+    }
+
+    private func flush() {
+        guard case .ready(let conn, let fd) = phase else { return }
+        switch PQflush(conn) {
+        case 0:
+            if writeInterest {
+                writeInterest = false
+                loop.setInterest(fd: fd, .readable)
+            }
+        case 1:
+            if !writeInterest {
+                writeInterest = true
+                loop.setInterest(fd: fd, [.readable, .writable])
+            }
+        default:
+            connectionLost(LibPQ.errorMessage(conn))
+        }
+    }
+
+    // MARK: Readiness
+
+    public func handleReadable() {
+        switch phase {
+        case .connecting(let conn, _, _): pollConnect(conn)
+        case .ready(let conn, _): readResults(conn)
+        default: break
+        }
+    }
+
+    public func handleWritable() {
+        switch phase {
+        case .connecting(let conn, _, _): pollConnect(conn)
+        case .ready: flush()
+        default: break
+        }
+    }
+
+    private func readResults(_ conn: OpaquePointer) {
+        guard PQconsumeInput(conn) == 1 else {
+            connectionLost(LibPQ.errorMessage(conn))
+            return
+        }
+        var finished: [(PendingStatement, Result<PostgresRows, PostgresError>)] = []
+        while PQisBusy(conn) == 0 {
+            guard let result = PQgetResult(conn) else {
+                // The end of one statement's results, or nothing more to read yet.
+                guard let head = pending.first, head.endsRemaining > 0, head.sawResult else { break }
+                head.endsRemaining -= 1
+                head.sawResult = false
+                continue
+            }
+            defer { PQclear(result) }
+            if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
+                if let head = pending.popFirst() {
+                    stats.inFlight.subtract(1, ordering: .relaxed)
+                    finished.append((head, head.outcome ?? .failure(.unsupported("statement produced no result"))))
+                }
+                continue
+            }
+            guard let head = pending.first else { continue }
+            head.sawResult = true
+            let outcome = LibPQ.outcome(result)
+            if case .failure(let error) = outcome, let key = head.preparedKey,
+               head.endsRemaining == 2 || error.sqlState == "0A000" {
+                // Preparing failed, or "cached plan must not change result type" after a schema change.
+                preparedNames[key] = nil
+            }
+            head.record(outcome)
+        }
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(conn) {
+            notifications.append(PostgresNotification(
+                channel: String(cString: notify.pointee.relname),
+                payload: notify.pointee.extra.map { String(cString: $0) } ?? "",
+                processID: notify.pointee.be_pid))
+            PQfreemem(notify)
+        }
+        for (statement, outcome) in finished { statement.completion(outcome) }
+        if let onNotification {
+            for notification in notifications { onNotification(notification) }
+        }
+        guard case .ready(let current, _) = phase, current == conn else { return }
+        if PQstatus(conn) == CONNECTION_BAD {
+            connectionLost(LibPQ.errorMessage(conn))
+            return
+        }
+        if writeInterest { flush() }
+        if !finished.isEmpty { delegate?.connectionFinishedStatements(self) }
+    }
+
+    // MARK: Connecting
+
+    /// Starts connecting (loop thread). Does nothing unless idle.
+    public func connect() {
+        loop.preconditionInEventLoop()
+        guard case .idle = phase else { return }
+        startConnecting()
+    }
+
+    private func startConnecting() {
+        stats.connecting.add(1, ordering: .relaxed)
+        let started = LibPQ.withConnectParameters(configuration.connectionString) { PQconnectStartParams($0, $1, 1) }
+        guard let conn = started else {
+            connectAttemptFailed(nil, reason: "libpq could not allocate a connection")
+            return
+        }
+        if PQstatus(conn) == CONNECTION_BAD {
+            connectAttemptFailed(conn, reason: LibPQ.errorMessage(conn))
+            return
+        }
+        PQsetNoticeProcessor(conn, LibPQ.silentNoticeProcessor, nil)
+        let timer = loop.schedule(after: configuration.connectTimeout) { [weak self] in
+            guard let self, case .connecting(let current, _, _) = self.phase, current == conn else { return }
+            self.connectAttemptFailed(conn, reason: "timed out after \(self.configuration.connectTimeout)")
+        }
+        phase = .connecting(conn, fd: nil, timer: timer)
+        // Before the first PQconnectPoll, behave as if it returned PGRES_POLLING_WRITING.
+        watchConnectingSocket(conn, interest: .writable)
+    }
+
+    /// Registers the socket libpq uses now. libpq may close it and open another (next address,
+    /// SSL fallback) between polls, possibly under the same number, so it is re-registered each time.
+    private func watchConnectingSocket(_ conn: OpaquePointer, interest: IOInterest) {
+        guard case .connecting(_, let oldFD, let timer) = phase else { return }
+        if let oldFD { loop.deregister(fd: oldFD) }
+        phase = .connecting(conn, fd: nil, timer: timer)
+        let fd = PQsocket(conn)
+        guard fd >= 0 else {
+            connectAttemptFailed(conn, reason: LibPQ.errorMessage(conn))
+            return
+        }
+        do {
+            try loop.register(fd: fd, interest: interest, handler: self)
+        } catch {
+            connectAttemptFailed(conn, reason: "cannot watch the socket: \(error)")
+            return
+        }
+        phase = .connecting(conn, fd: fd, timer: timer)
+    }
+
+    private func pollConnect(_ conn: OpaquePointer) {
+        switch PQconnectPoll(conn) {
+        case PGRES_POLLING_READING: watchConnectingSocket(conn, interest: .readable)
+        case PGRES_POLLING_WRITING: watchConnectingSocket(conn, interest: .writable)
+        case PGRES_POLLING_OK: becomeReady(conn)
+        default: connectAttemptFailed(conn, reason: LibPQ.errorMessage(conn))
+        }
+    }
+
+    private func becomeReady(_ conn: OpaquePointer) {
+        guard case .connecting(_, let registeredFD, let timer) = phase else { return }
+        loop.cancel(timer)
+        guard PQsetnonblocking(conn, 1) == 0, PQenterPipelineMode(conn) == 1 else {
+            connectAttemptFailed(conn, reason: "cannot enter pipeline mode: \(LibPQ.errorMessage(conn))")
+            return
+        }
+        let fd = PQsocket(conn)
+        if registeredFD != fd {
+            if let registeredFD { loop.deregister(fd: registeredFD) }
+            do {
+                try loop.register(fd: fd, interest: .readable, handler: self)
+            } catch {
+                phase = .connecting(conn, fd: nil, timer: timer)
+                connectAttemptFailed(conn, reason: "cannot watch the socket: \(error)")
+                return
+            }
+        } else {
+            loop.setInterest(fd: fd, .readable)
+        }
+        phase = .ready(conn, fd: fd)
+        writeInterest = false
+        failedAttempts = 0
+        session &+= 1
+        stats.connecting.subtract(1, ordering: .relaxed)
+        stats.open.add(1, ordering: .relaxed)
+        logger.debug("connected to PostgreSQL", [("server_pid", String(PQbackendPID(conn)))])
+        hasConnectedBefore = true
+        // Pipelined ahead of anything the delegate sends, so every statement sees these settings.
+        send(LibPQ.sessionSetupSQL(statementTimeoutMilliseconds: configuration.statementTimeoutMilliseconds), [], prepared: false) { [logger] result in
+            if case .failure(let error) = result { logger.error("session setup failed", [("error", "\(error)")]) }
+        }
+        delegate?.connectionBecameReady(self)
+    }
+
+    private func connectAttemptFailed(_ conn: OpaquePointer?, reason: String) {
+        if case .connecting(_, let fd, let timer) = phase {
+            if let fd { loop.deregister(fd: fd) }
+            loop.cancel(timer)
+        }
+        if let conn { PQfinish(conn) }
+        stats.connecting.subtract(1, ordering: .relaxed)
+        failedAttempts += 1
+        lastError = reason
+        let level: LogLevel = failedAttempts == 1 || failedAttempts % 20 == 0 ? .warning : .debug
+        logger.log(level, "PostgreSQL connection attempt failed", [("attempt", String(failedAttempts)), ("error", reason)])
+        scheduleReconnect()
+    }
+
+    private func scheduleReconnect() {
+        let base = Double(configuration.reconnectBaseDelay.nanoseconds)
+        let cap = Double(configuration.reconnectMaxDelay.nanoseconds)
+        let exponential = min(cap, base * Double(1 << min(failedAttempts, 20)))
+        let delay = Int64(exponential / 2 + Double.random(in: 0...(exponential / 2)))
+        stats.connecting.add(1, ordering: .relaxed)
+        let timer = loop.schedule(after: .nanoseconds(delay)) { [weak self] in
+            guard let self, case .waitingToReconnect = self.phase else { return }
+            self.stats.connecting.subtract(1, ordering: .relaxed)
+            if self.hasConnectedBefore { self.stats.reconnects.add(1, ordering: .relaxed) }
+            self.startConnecting()
+        }
+        phase = .waitingToReconnect(timer)
+    }
+
+    // MARK: Loss and shutdown
+
+    private func connectionLost(_ reason: String) {
+        guard case .ready(let conn, let fd) = phase else { return }
+        loop.deregister(fd: fd)
+        PQfinish(conn)
+        stats.open.subtract(1, ordering: .relaxed)
+        lastError = reason
+        logger.warning("lost the PostgreSQL connection; reconnecting", [("error", reason), ("in_flight", String(pending.count))])
+        let failed = pending.removeAll()
+        stats.inFlight.subtract(failed.count, ordering: .relaxed)
+        preparedNames.removeAll()
+        writeInterest = false
+        scheduleReconnect()
+        for statement in failed {
+            if statement.endsRemaining == 0, let outcome = statement.outcome {
+                statement.completion(outcome)
+            } else {
+                statement.completion(.failure(.connectionClosed(reason)))
+            }
+        }
+        delegate?.connectionLost(self)
+    }
+
+    /// Closes the connection for good (loop thread); statements in flight fail with `shutdown`.
+    public func close() {
+        loop.preconditionInEventLoop()
+        switch phase {
+        case .idle, .closed:
+            break
+        case .connecting(let conn, let fd, let timer):
+            if let fd { loop.deregister(fd: fd) }
+            loop.cancel(timer)
+            PQfinish(conn)
+            stats.connecting.subtract(1, ordering: .relaxed)
+        case .ready(let conn, let fd):
+            loop.deregister(fd: fd)
+            PQfinish(conn)
+            stats.open.subtract(1, ordering: .relaxed)
+        case .waitingToReconnect(let timer):
+            loop.cancel(timer)
+            stats.connecting.subtract(1, ordering: .relaxed)
+        }
+        phase = .closed
+        let failed = pending.removeAll()
+        stats.inFlight.subtract(failed.count, ordering: .relaxed)
+        for statement in failed { statement.completion(.failure(.shutdown)) }
+    }
+}
+
+extension PostgresConnection.State: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .idle: "idle"
+        case .connecting: "connecting"
+        case .ready: "ready"
+        case .waitingToReconnect: "waiting to reconnect"
+        case .closed: "closed"
+        }
+    }
+}

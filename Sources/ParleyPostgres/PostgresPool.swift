@@ -1,0 +1,238 @@
+import ParleyLog
+import ParleyNet
+
+/// The PostgreSQL connections of one event loop. Statements go to the ready connection with
+/// the fewest in flight (pipelining makes sharing a connection fine for independent statements);
+/// when none can take one, they wait in a bounded queue until a connection is ready or
+/// `waitTimeout` passes. Transactions pin a connection (at most `connectionsPerLoop - 1` at
+/// once when there are several, so plain statements always keep one).
+///
+/// Thread confinement: created anywhere, then used only on `loop` (checked). `@unchecked
+/// Sendable` so `PostgresClient` can hold one per loop.
+public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable {
+    public let loop: EventLoop
+    public let configuration: PostgresConfiguration
+    /// Live numbers for metrics (any thread).
+    public let stats = PostgresPoolStats()
+    private let logger: Logger
+
+    private struct QueryWaiter {
+        var sql: String
+        var params: [PostgresData]
+        var prepared: Bool
+        var deadline: UInt64
+        var completion: (Result<PostgresRows, PostgresError>) -> Void
+    }
+
+    private struct PinWaiter {
+        var deadline: UInt64
+        var completion: (Result<PostgresConnection, PostgresError>) -> Void
+    }
+
+    private var connections: [PostgresConnection] = []
+    private var queryWaiters = FIFO<QueryWaiter>()
+    private var pinWaiters = FIFO<PinWaiter>()
+    private var expiryTimer: (id: TimerID, deadline: UInt64)?
+    private var started = false
+    private var closed = false
+
+    public init(loop: EventLoop, configuration: PostgresConfiguration, logger: Logger = Logger(label: "postgres")) {
+        self.loop = loop
+        self.configuration = configuration
+        self.logger = logger.with("loop", String(loop.index))
+    }
+
+    /// Opens the connections (loop thread). Returns at once; statements wait until one is ready.
+    public func start() {
+        loop.preconditionInEventLoop()
+        guard !started, !closed else { return }
+        started = true
+        for _ in 0..<configuration.connectionsPerLoop {
+            let connection = PostgresConnection(loop: loop, configuration: configuration, stats: stats, logger: logger)
+            connection.delegate = self
+            connections.append(connection)
+            connection.connect()
+        }
+    }
+
+    /// Closes every connection (loop thread): waiting and in-flight statements fail with `shutdown`.
+    public func close() {
+        loop.preconditionInEventLoop()
+        guard !closed else { return }
+        closed = true
+        if let expiryTimer { loop.cancel(expiryTimer.id) }
+        expiryTimer = nil
+        let queries = queryWaiters.removeAll()
+        let pins = pinWaiters.removeAll()
+        updateWaiting()
+        for connection in connections { connection.close() }
+        for waiter in queries { waiter.completion(.failure(.shutdown)) }
+        for waiter in pins { waiter.completion(.failure(.shutdown)) }
+    }
+
+    // MARK: Statements
+
+    /// Runs one statement on the least-loaded connection (loop thread).
+    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+        loop.preconditionInEventLoop()
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<PostgresRows, PostgresError>, Never>) in
+            submit(sql, params, prepared: prepared) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Sends now if a connection can take the statement, else queues it; `completion` runs on the loop.
+    func submit(_ sql: String, _ params: [PostgresData], prepared: Bool, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+        loop.preconditionInEventLoop()
+        if closed { return completion(.failure(.shutdown)) }
+        if queryWaiters.isEmpty, let connection = leastLoadedConnection() {
+            connection.send(sql, params, prepared: prepared, completion: completion)
+            return
+        }
+        guard queryWaiters.count + pinWaiters.count < configuration.maxWaiters else {
+            return completion(.failure(.tooManyWaiters(limit: configuration.maxWaiters)))
+        }
+        queryWaiters.append(QueryWaiter(sql: sql, params: params, prepared: prepared, deadline: deadline(), completion: completion))
+        updateWaiting()
+        armExpiryTimer()
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` inside BEGIN … COMMIT on one pinned connection (loop thread). Throwing from
+    /// `body`, or any failed statement, rolls back; the error is rethrown. A COMMIT that the server
+    /// turns into a rollback (a statement failed and the error was caught) throws SQLSTATE 25P02.
+    public func transaction<T>(_ body: (PostgresTransaction) async throws -> T) async throws -> T {
+        loop.preconditionInEventLoop()
+        let connection = try await pin()
+        defer { unpin(connection) }
+        let transaction = PostgresTransaction(connection: connection)
+        try await transaction.query("BEGIN", prepared: false)
+        do {
+            let value = try await body(transaction)
+            let commit = try await transaction.query("COMMIT", prepared: false)
+            transaction.end()
+            if commit.commandTag == "ROLLBACK" {
+                throw PostgresError.server(PostgresServerError(severity: "ERROR", sqlState: "25P02",
+                    message: "the transaction was rolled back at COMMIT because a statement in it failed"))
+            }
+            return value
+        } catch {
+            let wasOpen = !transaction.hasEnded
+            transaction.end()
+            if wasOpen, connection.session == transaction.session, connection.state == .ready {
+                _ = try? await connection.query("ROLLBACK", prepared: false)
+            }
+            throw error
+        }
+    }
+
+    private func pin() async throws(PostgresError) -> PostgresConnection {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<PostgresConnection, PostgresError>, Never>) in
+            requestPin { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    private func requestPin(_ completion: @escaping (Result<PostgresConnection, PostgresError>) -> Void) {
+        if closed { return completion(.failure(.shutdown)) }
+        if pinWaiters.isEmpty, pinnedCount < maxPinned, let connection = leastLoadedConnection() {
+            connection.pinned = true
+            return completion(.success(connection))
+        }
+        guard queryWaiters.count + pinWaiters.count < configuration.maxWaiters else {
+            return completion(.failure(.tooManyWaiters(limit: configuration.maxWaiters)))
+        }
+        pinWaiters.append(PinWaiter(deadline: deadline(), completion: completion))
+        updateWaiting()
+        armExpiryTimer()
+    }
+
+    private func unpin(_ connection: PostgresConnection) {
+        connection.pinned = false
+        serviceWaiters()
+    }
+
+    private var pinnedCount: Int { connections.reduce(0) { $0 + ($1.pinned ? 1 : 0) } }
+    private var maxPinned: Int { max(1, configuration.connectionsPerLoop - 1) }
+
+    // MARK: Scheduling
+
+    private func leastLoadedConnection() -> PostgresConnection? {
+        var best: PostgresConnection?
+        for connection in connections where connection.state == .ready && !connection.pinned && connection.inFlight < configuration.maxPipelineDepth {
+            if best == nil || connection.inFlight < best!.inFlight { best = connection }
+        }
+        return best
+    }
+
+    private func serviceWaiters() {
+        guard !closed else { return }
+        while pinWaiters.first != nil, pinnedCount < maxPinned, let connection = leastLoadedConnection() {
+            let waiter = pinWaiters.popFirst()!
+            connection.pinned = true
+            waiter.completion(.success(connection))
+        }
+        while queryWaiters.first != nil, let connection = leastLoadedConnection() {
+            let waiter = queryWaiters.popFirst()!
+            connection.send(waiter.sql, waiter.params, prepared: waiter.prepared, completion: waiter.completion)
+        }
+        updateWaiting()
+    }
+
+    private func deadline() -> UInt64 {
+        EventLoop.monotonicNanoseconds() + UInt64(max(0, configuration.waitTimeout.nanoseconds))
+    }
+
+    /// One timer for the earliest waiter deadline (waiters are FIFO with one timeout, so the heads expire first).
+    private func armExpiryTimer() {
+        let heads = [queryWaiters.first?.deadline, pinWaiters.first?.deadline].compactMap { $0 }
+        guard let earliest = heads.min() else {
+            if let expiryTimer { loop.cancel(expiryTimer.id) }
+            expiryTimer = nil
+            return
+        }
+        if let expiryTimer, expiryTimer.deadline <= earliest { return }
+        if let expiryTimer { loop.cancel(expiryTimer.id) }
+        let now = EventLoop.monotonicNanoseconds()
+        let id = loop.schedule(after: .nanoseconds(Int64(earliest > now ? earliest - now : 0))) { [weak self] in
+            self?.expireWaiters()
+        }
+        expiryTimer = (id, earliest)
+    }
+
+    private func expireWaiters() {
+        expiryTimer = nil
+        let now = EventLoop.monotonicNanoseconds()
+        let reason = unavailableReason()
+        var expiredQueries: [QueryWaiter] = []
+        while let head = queryWaiters.first, head.deadline <= now { expiredQueries.append(queryWaiters.popFirst()!) }
+        var expiredPins: [PinWaiter] = []
+        while let head = pinWaiters.first, head.deadline <= now { expiredPins.append(pinWaiters.popFirst()!) }
+        updateWaiting()
+        armExpiryTimer()
+        for waiter in expiredQueries { waiter.completion(.failure(.connectionUnavailable(reason))) }
+        for waiter in expiredPins { waiter.completion(.failure(.connectionUnavailable(reason))) }
+    }
+
+    private func unavailableReason() -> String {
+        let ready = connections.filter { $0.state == .ready }.count
+        var text = "waited \(configuration.waitTimeout); \(ready) of \(connections.count) connections ready"
+        if let last = connections.compactMap(\.lastError).last { text += "; last error: \(last)" }
+        return text
+    }
+
+    private func updateWaiting() {
+        stats.waiting.store(queryWaiters.count + pinWaiters.count, ordering: .relaxed)
+    }
+
+    // MARK: PostgresConnectionDelegate
+
+    func connectionBecameReady(_ connection: PostgresConnection) { serviceWaiters() }
+
+    func connectionLost(_ connection: PostgresConnection) {}
+
+    func connectionFinishedStatements(_ connection: PostgresConnection) {
+        if !queryWaiters.isEmpty || !pinWaiters.isEmpty { serviceWaiters() }
+    }
+}

@@ -1,0 +1,116 @@
+import ParleyLog
+import ParleyNet
+
+/// Everything `parley serve` can be told, resolved and typed.
+public struct ServerConfig: Sendable {
+    public var host: String
+    public var port: Int
+    public var threads: Int
+    public var blockingThreads: Int
+    public var dataDirectory: String
+    public var databaseURL: String?
+    public var migrationsDirectory: String
+    public var logLevel: LogLevel
+    public var maxConnections: Int
+    public var maxHeaderBytes: Int
+    public var maxHeaderCount: Int
+    public var maxBodyBytes: Int
+    public var maxOutboundBytes: Int
+    public var idleTimeout: Duration
+    public var headerTimeout: Duration
+    public var bodyTimeout: Duration
+    public var shutdownTimeout: Duration
+    public var databasePoolSize: Int
+    public var statementTimeout: Duration
+    public var appID: String
+    public var masterKey: String?
+    public var restAPIKey: String?
+    public var mountPath: String
+
+    /// Every option `parley serve` accepts, in `--help` order.
+    public static let options: [ConfigOption] = [
+        ConfigOption("host", env: "PARLEY_HOST", default: "0.0.0.0", "Address to listen on."),
+        ConfigOption("port", env: "PARLEY_PORT", default: "8080", "TCP port to listen on (0 picks a free one)."),
+        ConfigOption("threads", env: "PARLEY_THREADS", default: "0", "Event loops (0 = one per core)."),
+        ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
+        ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
+        ConfigOption("database-url", env: "DATABASE_URL", default: "", "PostgreSQL connection URL; empty = run an embedded PostgreSQL under --data-dir."),
+        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations (empty = ./migrations, else next to the executable's package)."),
+        ConfigOption("log-level", env: "PARLEY_LOG_LEVEL", default: "info", "trace, debug, info, notice, warning, error or critical."),
+        ConfigOption("max-connections", env: "PARLEY_MAX_CONNECTIONS", default: "100000", "Open connections past this are closed at once."),
+        ConfigOption("max-header-bytes", env: "PARLEY_MAX_HEADER_BYTES", default: "16384", "Request line plus headers, in bytes (431 past it)."),
+        ConfigOption("max-header-count", env: "PARLEY_MAX_HEADER_COUNT", default: "100", "Header fields per request (431 past it)."),
+        ConfigOption("max-body-bytes", env: "PARLEY_MAX_BODY_BYTES", default: "1048576", "Request body, in bytes (413 past it)."),
+        ConfigOption("max-outbound-bytes", env: "PARLEY_MAX_OUTBOUND_BYTES", default: "4194304", "Queued output per connection; a reader that falls further behind is disconnected."),
+        ConfigOption("idle-timeout", env: "PARLEY_IDLE_TIMEOUT", default: "60s", "Keep-alive connections idle this long are closed."),
+        ConfigOption("header-timeout", env: "PARLEY_HEADER_TIMEOUT", default: "10s", "Deadline to receive a whole request head once it started (slowloris guard)."),
+        ConfigOption("body-timeout", env: "PARLEY_BODY_TIMEOUT", default: "30s", "Deadline to receive a whole request body."),
+        ConfigOption("shutdown-timeout", env: "PARLEY_SHUTDOWN_TIMEOUT", default: "10s", "On SIGTERM, how long in-flight requests may run before connections are closed."),
+        ConfigOption("db-pool-size", env: "PARLEY_DB_POOL_SIZE", default: "2", "PostgreSQL connections per event loop."),
+        ConfigOption("db-statement-timeout", env: "PARLEY_DB_STATEMENT_TIMEOUT", default: "5s", "PostgreSQL statement_timeout for every query."),
+        ConfigOption("app-id", env: "PARLEY_APP_ID", default: "parley", "Parse application id clients must send (X-Parse-Application-Id)."),
+        ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
+        ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
+        ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
+    ]
+
+    /// Resolves the configuration from defaults, environment variables and flags.
+    public init(_ values: ConfigValues) throws(ConfigError) {
+        host = values.string("host")
+        port = try values.int("port", in: 0...65535)
+        let cores = EventLoopGroup.coreCount
+        let loops = try values.int("threads", in: 0...1024)
+        threads = loops == 0 ? cores : loops
+        let blocking = try values.int("blocking-threads", in: 0...1024)
+        blockingThreads = blocking == 0 ? cores : blocking
+        dataDirectory = values.string("data-dir")
+        databaseURL = values.optionalString("database-url")
+        migrationsDirectory = values.string("migrations-dir")
+        guard let level = LogLevel(name: values.string("log-level")) else {
+            throw .invalidValue(option: values.origin("log-level"), value: values.string("log-level"), expected: "a log level")
+        }
+        logLevel = level
+        maxConnections = try values.int("max-connections", in: 1...10_000_000)
+        maxHeaderBytes = try values.int("max-header-bytes", in: 1024...(1 << 20))
+        maxHeaderCount = try values.int("max-header-count", in: 8...10_000)
+        maxBodyBytes = try values.int("max-body-bytes", in: 0...(1 << 30))
+        maxOutboundBytes = try values.int("max-outbound-bytes", in: 4096...(1 << 30))
+        idleTimeout = try values.duration("idle-timeout")
+        headerTimeout = try values.duration("header-timeout")
+        bodyTimeout = try values.duration("body-timeout")
+        shutdownTimeout = try values.duration("shutdown-timeout")
+        databasePoolSize = try values.int("db-pool-size", in: 1...64)
+        statementTimeout = try values.duration("db-statement-timeout")
+        appID = values.string("app-id")
+        masterKey = values.optionalString("master-key")
+        restAPIKey = values.optionalString("rest-api-key")
+        mountPath = values.string("mount-path")
+        guard mountPath.hasPrefix("/") else {
+            throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
+        }
+    }
+
+    /// `--help` text listing every option with its variable and default.
+    public static func helpText(command: String, summary: String, options: [ConfigOption]) -> String {
+        var text = "Usage: parley \(command) [options]\n\n\(summary)\n\nOptions:\n"
+        for option in options {
+            let env = option.environment.map { " (env \($0))" } ?? ""
+            let def = option.defaultValue.isEmpty ? "none" : option.defaultValue
+            text += "  \(option.flag)\(option.isSwitch ? "" : " VALUE")\(env)\n      \(option.help) Default: \(def).\n"
+        }
+        return text
+    }
+}
+
+extension ServerConfig {
+    /// The options as a Markdown table (docs/configuration.md is generated from this).
+    public static func markdownReference(options: [ConfigOption]) -> String {
+        var text = "| Flag | Environment | Default | Meaning |\n| --- | --- | --- | --- |\n"
+        for option in options {
+            let env = option.environment.map { "`\($0)`" } ?? ""
+            let def = option.defaultValue.isEmpty ? "(none)" : "`\(option.defaultValue)`"
+            text += "| `\(option.flag)` | \(env) | \(def) | \(option.help) |\n"
+        }
+        return text
+    }
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ParleyAccountsTestsPlaceholder: XCTestCase {
+    func testBuilds() {}
+}

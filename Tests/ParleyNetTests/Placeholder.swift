@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyNetTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

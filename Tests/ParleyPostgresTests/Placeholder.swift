@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyPostgresTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,0 +1,77 @@
+import Foundation
+import ParleyPostgres
+import Synchronization
+
+/// One temporary PostgreSQL cluster per test process, on 127.0.0.1 and a free port, in a
+/// temporary directory. Started on first use, stopped (and its directory removed) at exit.
+public final class TestPostgres: Sendable {
+    /// The running cluster.
+    public let cluster: EmbeddedPostgres
+    /// The temporary directory holding the cluster.
+    public let directory: String
+    /// The TCP port the server listens on.
+    public let port: Int
+    private let databaseCounter = Atomic<Int>(0)
+
+    private static let instance: Result<TestPostgres, EmbeddedPostgresError> = start()
+
+    /// The shared cluster, started on first call (throws the start error on every call if it failed).
+    public static func shared() throws(EmbeddedPostgresError) -> TestPostgres {
+        try instance.get()
+    }
+
+    private init(cluster: EmbeddedPostgres, directory: String, port: Int) {
+        self.cluster = cluster
+        self.directory = directory
+        self.port = port
+    }
+
+    private static func start() -> Result<TestPostgres, EmbeddedPostgresError> {
+        var template = Array("/tmp/parley-test-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            return .failure(.fileSystem(FileSystemError(call: "mkdtemp", path: "/tmp/parley-test-XXXXXX", errno: errno)))
+        }
+        let directory = String(cString: made)
+        chmod(directory, 0o755)
+        let port = FreePort.next()
+        let cluster = EmbeddedPostgres(configuration: .init(
+            dataDirectory: directory,
+            databaseName: "postgres",
+            listen: .tcp(host: "127.0.0.1", port: port),
+            durable: false,
+            timeoutSeconds: 60,
+            settings: ["max_connections": "200"]
+        ))
+        do {
+            try cluster.start()
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            return .failure(error)
+        }
+        atexit {
+            if case .success(let postgres) = TestPostgres.instance {
+                try? postgres.cluster.stop()
+                try? FileManager.default.removeItem(atPath: postgres.directory)
+            }
+        }
+        return .success(TestPostgres(cluster: cluster, directory: directory, port: port))
+    }
+
+    /// A connection string for `database` on the test cluster.
+    public func connectionString(database: String = "postgres") -> String {
+        "host=127.0.0.1 port=\(port) user=postgres dbname=\(database)"
+    }
+
+    /// Creates a fresh, empty database and returns its connection string.
+    public func makeDatabase(prefix: String = "test") throws(EmbeddedPostgresError) -> String {
+        let number = databaseCounter.add(1, ordering: .relaxed).newValue
+        let name = "\(prefix)_\(getpid())_\(number)"
+        try cluster.createDatabase(name)
+        return connectionString(database: name)
+    }
+
+    /// Restarts the server (`pg_ctl restart -m fast`), cutting every session.
+    public func restart() throws(EmbeddedPostgresError) {
+        try cluster.restart()
+    }
+}
