@@ -111,7 +111,7 @@ public final class EmbeddedPostgres: Sendable {
     /// creates the database if missing, and returns a libpq connection string for it.
     @discardableResult
     public func start() throws(EmbeddedPostgresError) -> String {
-        for path in [clusterDirectory] where !Self.isSafePath(path) { throw .unsafePath(path) }
+        guard Self.isSafePath(clusterDirectory) else { throw .unsafePath(clusterDirectory) }
         let binaries = try Self.locateBinaries(in: configuration.binDirectory)
         let account = try Self.unprivilegedAccount(named: configuration.systemUser)
         try prepareClusterDirectory(account: account)
