@@ -21,7 +21,8 @@ public final class ServerMetrics: Sendable {
     }
 
     /// Adds gauges read at scrape time from the server, the database pool and the loops.
-    public func watch(openConnections: @escaping @Sendable () -> Int, database: PostgresClient?, group: EventLoopGroup) {
+    public func watch(openConnections: @escaping @Sendable () -> Int, database: PostgresClient, group: EventLoopGroup) {
+        database.registerMetrics(in: registry)
         registry.addCollector {
             var samples: [MetricsRegistry.Sample] = [
                 .init(name: "parley_open_connections", help: "Open client connections.", value: Double(openConnections())),
@@ -29,18 +30,6 @@ public final class ServerMetrics: Sendable {
             for loop in group.loops {
                 samples.append(.init(name: "parley_event_loop_lag_seconds", help: "How late the loop's heartbeat timer fired.",
                                      labels: [("loop", "\(loop.index)")], value: Double(loop.lagNanoseconds) / 1e9))
-            }
-            if let database {
-                let stats = database.stats
-                let help = "PostgreSQL pool state summed over loops."
-                samples += [
-                    .init(name: "parley_db_connections", help: help, labels: [("state", "open")], value: Double(stats.connectionsOpen)),
-                    .init(name: "parley_db_connections", help: help, labels: [("state", "connecting")], value: Double(stats.connectionsConnecting)),
-                    .init(name: "parley_db_queries_in_flight", help: "Statements sent and not yet answered.", value: Double(stats.queriesInFlight)),
-                    .init(name: "parley_db_waiters", help: "Statements waiting for a connection.", value: Double(stats.waiters)),
-                    .init(name: "parley_db_reconnects", help: "Connections re-established after a loss.", value: Double(stats.reconnects)),
-                    .init(name: "parley_db_statements", help: "Statements sent since start.", value: Double(stats.statementsSent)),
-                ]
             }
             return samples
         }

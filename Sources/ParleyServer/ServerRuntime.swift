@@ -43,6 +43,10 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
+        if config.enableTestEndpoints {
+            logger.warning("test endpoints enabled")
+            TestEndpoints(group: group).register(on: router)
+        }
 
         var limits = HTTPParserLimits()
         limits.maxHeadBytes = config.maxHeaderBytes
