@@ -72,6 +72,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
     private var message: [UInt8] = []
     private var control: [UInt8] = []
     private var utf8 = UTF8StreamValidator()
+    private var closeConnectionPending = false
 
     /// Reassembly buffers are reserved up front at most this large; beyond, they grow as bytes arrive.
     private static let maxReservation = 256 * 1024
@@ -86,20 +87,24 @@ public struct WebSocketConnectionStateMachine: Sendable {
 
     // MARK: Input
 
-    /// Feeds bytes from the peer (any split) and returns what to do.
-    public mutating func receive(_ bytes: UnsafeRawBufferPointer) -> [Action] {
-        var actions: [Action] = []
-        guard state != .closed else { return actions }
-        var offset = 0
+    /// Decodes `input[offset...]` up to the next action, advancing `offset`; nil once the input
+    /// is used up (or the connection is closed). Call it until nil, acting on each action before
+    /// asking for the next, so a reply to one message goes out before a later error's close frame.
+    public mutating func next(_ input: UnsafeRawBufferPointer, offset: inout Int) -> Action? {
+        if closeConnectionPending {
+            closeConnectionPending = false
+            return .closeConnection
+        }
+        guard state != .closed else { return nil }
         do {
-            while state != .closed {
+            while true {
                 let step: WebSocketFrameDecoder.Step?
                 if let frame, frame.opcode.isControl {
-                    step = try decoder.next(bytes, offset: &offset, appendingPayloadTo: &control)
+                    step = try decoder.next(input, offset: &offset, appendingPayloadTo: &control)
                 } else {
-                    step = try decoder.next(bytes, offset: &offset, appendingPayloadTo: &message)
+                    step = try decoder.next(input, offset: &offset, appendingPayloadTo: &message)
                 }
-                guard let step else { break }
+                guard let step else { return nil }
                 switch step {
                 case .header(let header):
                     try begin(header)
@@ -108,16 +113,23 @@ public struct WebSocketConnectionStateMachine: Sendable {
                         try validateText(last: count)
                     }
                 case .frameEnd:
-                    try finishFrame(&actions)
+                    if let action = try finishFrame() { return action }
                 }
             }
         } catch {
-            fail(error, &actions)
+            return fail(error)
         }
+    }
+
+    /// Feeds bytes and collects every action (for tests; the handler uses `next`).
+    public mutating func receive(_ bytes: UnsafeRawBufferPointer) -> [Action] {
+        var actions: [Action] = []
+        var offset = 0
+        while let action = next(bytes, offset: &offset) { actions.append(action) }
         return actions
     }
 
-    /// Convenience for tests and leftovers: feeds an array.
+    /// Feeds bytes from an array and collects every action.
     public mutating func receive(_ bytes: [UInt8]) -> [Action] {
         bytes.withUnsafeBytes { receive($0) }
     }
@@ -149,36 +161,34 @@ public struct WebSocketConnectionStateMachine: Sendable {
         if !valid { throw .invalidUTF8 }
     }
 
-    private mutating func finishFrame(_ actions: inout [Action]) throws(WebSocketProtocolError) {
-        guard let header = frame else { return }
+    private mutating func finishFrame() throws(WebSocketProtocolError) -> Action? {
+        guard let header = frame else { return nil }
         frame = nil
         switch header.opcode {
         case .ping:
-            if state == .open { actions.append(.send(WebSocketFrameEncoder.encode(opcode: .pong, payload: control))) }
+            let payload = control
             control = []
+            return state == .open ? .send(WebSocketFrameEncoder.encode(opcode: .pong, payload: payload)) : nil
         case .pong:
-            actions.append(.receivedPong(control))
+            let payload = control
             control = []
+            return .receivedPong(payload)
         case .close:
             let payload = control
             control = []
-            try receiveClose(payload, &actions)
+            return try receiveClose(payload)
         case .continuation, .text, .binary:
-            guard header.fin, let opcode = messageOpcode else { return }
+            guard header.fin, let opcode = messageOpcode else { return nil }
             if opcode == .text && !utf8.isAtCharacterBoundary { throw .invalidUTF8 }
             let completed = message
             message = []
             messageOpcode = nil
-            guard state == .open else { return }
-            if opcode == .text {
-                actions.append(.deliverText(String(decoding: completed, as: UTF8.self)))
-            } else {
-                actions.append(.deliverBinary(completed))
-            }
+            guard state == .open else { return nil }
+            return opcode == .text ? .deliverText(String(decoding: completed, as: UTF8.self)) : .deliverBinary(completed)
         }
     }
 
-    private mutating func receiveClose(_ payload: [UInt8], _ actions: inout [Action]) throws(WebSocketProtocolError) {
+    private mutating func receiveClose(_ payload: [UInt8]) throws(WebSocketProtocolError) -> Action {
         var status = WebSocketCloseStatus(code: .noStatusReceived)
         if payload.count == 1 { throw .invalidClosePayload }
         if payload.count >= 2 {
@@ -189,27 +199,26 @@ public struct WebSocketConnectionStateMachine: Sendable {
             status = WebSocketCloseStatus(code: code, reason: String(decoding: reason, as: UTF8.self))
         }
         receivedClose = status
-        if state == .open {
-            // Echo the code (none if none came), then the server closes the TCP connection.
-            let echoed: WebSocketCloseCode? = payload.isEmpty ? nil : status.code
-            actions.append(.send(WebSocketFrameEncoder.close(code: echoed)))
-            sentClose = WebSocketCloseStatus(code: status.code)
-        }
+        let wasOpen = state == .open
         state = .closed
         releaseBuffers()
-        actions.append(.closeConnection)
+        guard wasOpen else { return .closeConnection }
+        // Echo the code (none if none came); the server then closes the TCP connection first.
+        sentClose = WebSocketCloseStatus(code: status.code)
+        closeConnectionPending = true
+        return .send(WebSocketFrameEncoder.close(code: payload.isEmpty ? nil : status.code))
     }
 
-    private mutating func fail(_ error: WebSocketProtocolError, _ actions: inout [Action]) {
+    private mutating func fail(_ error: WebSocketProtocolError) -> Action {
         failure = error
-        if state == .open {
-            let status = WebSocketCloseStatus(code: error.closeCode, reason: error.description)
-            actions.append(.send(WebSocketFrameEncoder.close(code: status.code, reason: status.reason)))
-            sentClose = status
-        }
+        let wasOpen = state == .open
         state = .closed
         releaseBuffers()
-        actions.append(.closeConnection)
+        guard wasOpen else { return .closeConnection }
+        let status = WebSocketCloseStatus(code: error.closeCode, reason: error.description)
+        sentClose = status
+        closeConnectionPending = true
+        return .send(WebSocketFrameEncoder.close(code: status.code, reason: status.reason))
     }
 
     private mutating func releaseBuffers() {
@@ -232,6 +241,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
     /// Marks the connection closed without a handshake (the socket dropped or timed out).
     public mutating func connectionDropped() {
         state = .closed
+        closeConnectionPending = false
         releaseBuffers()
     }
 

@@ -46,9 +46,6 @@ public final class WebSocketHandler: ConnectionHandler {
     private var lastReceived: UInt64 = 0
     private var pingSentAt: UInt64?
     private var dropReason: String?
-    /// Bumped when we stop sending mid-batch (the app closed, or the peer was dropped), so the
-    /// rest of a batch of actions is not sent after our close frame.
-    private var outputEpoch = 0
 
     /// Installs a handler on `connection` (replacing the HTTP handler), tells the delegate, and
     /// processes `initialBytes` — whatever the HTTP parser read past the upgrade request.
@@ -112,7 +109,6 @@ public final class WebSocketHandler: ConnectionHandler {
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") {
         connection.loop.preconditionInEventLoop()
         guard connection.isOpen, let frame = machine.close(code: code, reason: reason) else { return }
-        outputEpoch += 1
         write(frame)
         armTimer(after: configuration.closeTimeout)
     }
@@ -121,17 +117,15 @@ public final class WebSocketHandler: ConnectionHandler {
 
     public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         lastReceived = EventLoop.monotonicNanoseconds()
-        let actions = machine.receive(bytes)
-        guard !actions.isEmpty else { return }
-        let epoch = outputEpoch
-        for action in actions {
+        var offset = 0
+        while !connection.isClosed, let action = machine.next(bytes, offset: &offset) {
             switch action {
             case .send(let frame):
-                if outputEpoch == epoch { write(frame) }
+                write(frame)
             case .deliverText(let text):
-                if outputEpoch == epoch && isOpen { delegate?.webSocket(self, didReceiveText: text) }
+                delegate?.webSocket(self, didReceiveText: text)
             case .deliverBinary(let bytes):
-                if outputEpoch == epoch && isOpen { delegate?.webSocket(self, didReceiveBinary: bytes) }
+                delegate?.webSocket(self, didReceiveBinary: bytes)
             case .receivedPong:
                 break
             case .closeConnection:
@@ -173,7 +167,6 @@ public final class WebSocketHandler: ConnectionHandler {
     private func drop(_ reason: String) {
         guard !connection.isClosed else { return }
         dropReason = reason
-        outputEpoch += 1
         machine.connectionDropped()
         cancelTimer()
         connection.close(immediately: true)
