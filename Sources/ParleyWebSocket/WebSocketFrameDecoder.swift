@@ -82,19 +82,20 @@ public struct WebSocketFrameDecoder: Sendable {
                 return header
             }
         }
-        // Slow path: the header is split across reads; gather it byte by byte (at most 14).
+        // Slow path: the header is split across reads; gather it byte by byte (at most 14),
+        // checking the length as soon as its bytes are in.
         while offset < input.count {
             partialHeader.append(input[offset])
             offset += 1
             guard partialHeader.count >= 2 else { continue }
             let needed = try Self.headerSize(partialHeader[0], partialHeader[1], maxFrameSize: maxFrameSize, masked: expectsMaskedFrames)
             if partialHeader.count == needed {
-                let limit = maxFrameSize
-                let parsed = partialHeader.withUnsafeBytes { raw in
-                    Result { () throws(WebSocketProtocolError) in try Self.parse(raw, maxFrameSize: limit) }
-                }
+                let header = try Self.parse(partialHeader, maxFrameSize: maxFrameSize)
                 partialHeader = []
-                return try parsed.get()
+                return header
+            }
+            if expectsMaskedFrames && partialHeader.count == needed - 4 {
+                _ = try Self.payloadLength(partialHeader, maxFrameSize: maxFrameSize)
             }
         }
         return nil
@@ -117,26 +118,33 @@ public struct WebSocketFrameDecoder: Sendable {
         return 2 + extended + (masked ? 4 : 0)
     }
 
-    /// Parses a complete header whose first two bytes passed `headerSize`.
-    private static func parse(_ bytes: UnsafeRawBufferPointer, maxFrameSize: Int) throws(WebSocketProtocolError) -> WebSocketFrameHeader {
-        let first = bytes[0], second = bytes[1]
-        var length = UInt64(second & 0x7F)
-        var index = 2
+    /// The payload length in a header's first 2, 4 or 10 bytes, checked against the limit.
+    private static func payloadLength<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, maxFrameSize: Int) throws(WebSocketProtocolError) -> Int
+    where Bytes.Index == Int {
+        let base = bytes.startIndex
+        var length = UInt64(bytes[base + 1] & 0x7F)
         if length == 126 {
-            length = UInt64(bytes[2]) << 8 | UInt64(bytes[3])
-            index = 4
+            length = UInt64(bytes[base + 2]) << 8 | UInt64(bytes[base + 3])
         } else if length == 127 {
             length = 0
-            for i in 2..<10 { length = length << 8 | UInt64(bytes[i]) }
-            index = 10
+            for i in 2..<10 { length = length << 8 | UInt64(bytes[base + i]) }
             if length & (1 << 63) != 0 { throw .invalidLength }
         }
         if length > UInt64(maxFrameSize) { throw .frameTooLarge(length) }
+        return Int(length)
+    }
+
+    /// Parses a complete header whose first two bytes passed `headerSize`.
+    private static func parse<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, maxFrameSize: Int) throws(WebSocketProtocolError) -> WebSocketFrameHeader
+    where Bytes.Index == Int {
+        let base = bytes.startIndex
+        let first = bytes[base], second = bytes[base + 1]
+        let length = try payloadLength(bytes, maxFrameSize: maxFrameSize)
         var key: UInt32?
         if second & 0x80 != 0 {
-            key = UInt32(bytes[index]) << 24 | UInt32(bytes[index + 1]) << 16 | UInt32(bytes[index + 2]) << 8 | UInt32(bytes[index + 3])
+            let k = base + bytes.count - 4
+            key = UInt32(bytes[k]) << 24 | UInt32(bytes[k + 1]) << 16 | UInt32(bytes[k + 2]) << 8 | UInt32(bytes[k + 3])
         }
-        return WebSocketFrameHeader(
-            fin: first & 0x80 != 0, opcode: WebSocketOpcode(rawValue: first & 0x0F)!, payloadLength: Int(length), maskingKey: key)
+        return WebSocketFrameHeader(fin: first & 0x80 != 0, opcode: WebSocketOpcode(rawValue: first & 0x0F)!, payloadLength: length, maskingKey: key)
     }
 }
