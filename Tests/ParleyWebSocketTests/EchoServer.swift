@@ -88,7 +88,7 @@ final class EchoDelegate: WebSocketDelegate {
     func webSocket(_ socket: WebSocketHandler, didClose code: WebSocketCloseCode, reason: String) { closes.append(code, reason) }
 }
 
-/// A WebSocket echo server on 127.0.0.1 and a free port.
+/// A WebSocket server on 127.0.0.1 and a free port; echoes unless given another delegate.
 final class EchoServer {
     let group: EventLoopGroup
     let server: TCPServer
@@ -96,14 +96,15 @@ final class EchoServer {
 
     init(
         threads: Int = 1, handshake: WebSocketHandshake = WebSocketHandshake(),
-        configuration: WebSocketHandler.Configuration = WebSocketHandler.Configuration(), maxOutboundBytes: Int = 4 << 20
+        configuration: WebSocketHandler.Configuration = WebSocketHandler.Configuration(), maxOutboundBytes: Int = 4 << 20,
+        makeDelegate: @escaping @Sendable (CloseLog) -> any WebSocketDelegate = { EchoDelegate(closes: $0) }
     ) throws {
         group = try EventLoopGroup(threads: threads)
         var options = TCPServer.Options(host: "127.0.0.1", port: 0)
         options.maxOutboundBytes = maxOutboundBytes
         let closes = self.closes
         server = TCPServer(group: group, options: options) { _ in
-            MinimalUpgradeHandler(handshake: handshake, configuration: configuration) { EchoDelegate(closes: closes) }
+            MinimalUpgradeHandler(handshake: handshake, configuration: configuration) { makeDelegate(closes) }
         }
         try server.start()
     }
