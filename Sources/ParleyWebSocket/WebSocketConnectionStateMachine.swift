@@ -149,7 +149,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
         }
         guard header.payloadLength <= limits.maxMessageSize - message.count else { throw .messageTooLarge }
         if message.isEmpty && header.payloadLength > 0 {
-            message.reserveCapacity(header.fin ? min(header.payloadLength, Self.maxReservation) : min(header.payloadLength * 2, Self.maxReservation))
+            message.reserveCapacity(min(header.payloadLength, Self.maxReservation))
         }
         frame = header
     }

@@ -9,7 +9,8 @@ public protocol WebSocketDelegate: AnyObject {
     /// Everything queued was written; `pendingOutboundBytes` is zero again.
     func webSocketDidDrain(_ socket: WebSocketHandler)
     /// The connection closed; called exactly once. `code` is the peer's close code (1005 if its
-    /// close frame had none), else the one we sent, else 1006 (dropped without a close frame).
+    /// close frame had none); else 1006 if we dropped the peer (no pong, outbound buffer full,
+    /// close timeout; the reason says which); else the code we sent on a protocol error; else 1006.
     func webSocket(_ socket: WebSocketHandler, didClose code: WebSocketCloseCode, reason: String)
 }
 

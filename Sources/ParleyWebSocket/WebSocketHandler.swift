@@ -148,8 +148,9 @@ public final class WebSocketHandler: ConnectionHandler {
     public func connectionDidClose(_ connection: Connection) {
         cancelTimer()
         machine.connectionDropped()
-        let status = machine.receivedClose ?? machine.sentClose
-            ?? WebSocketCloseStatus(code: .abnormalClosure, reason: dropReason ?? "connection dropped")
+        let dropped = dropReason.map { WebSocketCloseStatus(code: .abnormalClosure, reason: $0) }
+        let status = machine.receivedClose ?? dropped ?? machine.sentClose
+            ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "connection dropped")
         let delegate = self.delegate
         self.delegate = nil
         delegate?.webSocket(self, didClose: status.code, reason: status.reason)

@@ -170,7 +170,10 @@ final class WebSocketHandlerTests: XCTestCase {
         let started = Date()
         XCTAssertTrue(silent.readsEOF())
         XCTAssertLessThan(Date().timeIntervalSince(started), 3)
-        XCTAssertEqual(server.closes.wait(count: 2).count, 2)
+        let closes = server.closes.wait(count: 2)
+        XCTAssertEqual(closes.count, 2)
+        XCTAssertEqual(closes.last?.0, .abnormalClosure)
+        XCTAssertEqual(closes.last?.1, "close handshake timed out")
     }
 
     func testIdlePeerIsPingedAndDroppedWhenItStopsAnswering() throws {
