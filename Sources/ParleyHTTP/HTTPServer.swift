@@ -64,7 +64,7 @@ public final class HTTPServer: Sendable {
     ) {
         let core = HTTPServerCore(
             configuration: configuration, routes: routes, observer: observer, logger: logger,
-            loops: group.loops.map { HTTPLoopContext(loop: $0) })
+            loops: group.loops.map { HTTPLoopContext(loop: $0, observer: observer?.makeLoopObserver(loop: $0)) })
         self.core = core
         let options = TCPServer.Options(
             host: configuration.host, port: configuration.port, backlog: configuration.backlog,
@@ -158,12 +158,14 @@ extension Duration {
 }
 
 /// State one event loop shares among its HTTP connections: the `Date` line, the buffer response
-/// heads are serialized into, the request-id counter and the deadline sweep.
+/// heads are serialized into, the observer's recorder, the request-id counter and the deadline sweep.
 ///
 /// Owned by `loop`'s thread (`@unchecked Sendable` only so the server can hold one per loop);
 /// every method checks that in debug builds.
 final class HTTPLoopContext: @unchecked Sendable {
     let loop: EventLoop
+    /// The server observer's recorder for this loop.
+    let observer: (any HTTPLoopObserver)?
     var dateCache = HTTPDateCache()
     /// Reused for every response head written on this loop.
     var headBuffer: [UInt8] = []
@@ -172,8 +174,9 @@ final class HTTPLoopContext: @unchecked Sendable {
     private var ticker: TimerID?
     private var running = false
 
-    init(loop: EventLoop) {
+    init(loop: EventLoop, observer: (any HTTPLoopObserver)?) {
         self.loop = loop
+        self.observer = observer
         headBuffer.reserveCapacity(4096)
     }
 

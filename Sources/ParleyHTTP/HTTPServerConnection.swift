@@ -371,11 +371,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     private func report(_ slot: Slot, status: HTTPStatus) {
-        guard let observer = core.observer else { return }
-        var route: String?
-        if case .found(let matched, _)? = slot.match { route = matched.pattern }
-        let elapsed = EventLoop.monotonicNanoseconds() &- slot.started
-        observer.requestCompleted(method: slot.head?.method, route: route, status: status, duration: .nanoseconds(Int64(elapsed)))
+        guard let observer = context.observer else { return }
+        var route: Route?
+        if case .found(let matched, _)? = slot.match { route = matched }
+        observer.requestCompleted(
+            method: slot.head?.method, route: route, status: status, nanoseconds: EventLoop.monotonicNanoseconds() &- slot.started)
     }
 
     private func performUpgrade() {

@@ -6,14 +6,25 @@ public enum RouteHandler: Sendable {
     case upgrade(HTTPUpgradeHandler)
 }
 
-/// One registered route.
-public struct Route: Sendable {
+/// One registered route (a reference, so matching a request copies a pointer, not its fields).
+public final class Route: Sendable {
     public let method: HTTPMethod
     /// The full pattern, prefixes included (`/parse/classes/:className`).
     public let pattern: String
     public let handler: RouteHandler
+    /// The route's position in registration order on its router: a small number observers can
+    /// index arrays with instead of hashing `pattern`.
+    public let index: Int
     /// Names of the pattern's parameters in order (`*` for a trailing wildcard).
     let parameterNames: [String]
+
+    init(method: HTTPMethod, pattern: String, handler: RouteHandler, index: Int, parameterNames: [String]) {
+        self.method = method
+        self.pattern = pattern
+        self.handler = handler
+        self.index = index
+        self.parameterNames = parameterNames
+    }
 }
 
 /// Collects routes and middleware at startup; the server turns it into a `RouteTable`.
@@ -106,7 +117,7 @@ public final class Router {
             case .wildcard: "*"
             }
         }
-        routes.append(Route(method: method, pattern: canonical, handler: handler, parameterNames: names))
+        routes.append(Route(method: method, pattern: canonical, handler: handler, index: routes.count, parameterNames: names))
     }
 }
 

@@ -5,18 +5,25 @@ public final class Histogram: MetricChild {
     /// Seconds from 100 µs to 10 s.
     public static let defaultBuckets: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
+    struct Snapshot {
+        var counts: [Int]
+        var sum: Double
+        var count: Int
+    }
+
     let bounds: [Double]
-    private let state: Mutex<(counts: [Int], sum: Double, count: Int)>
+    private let state: Mutex<Snapshot>
 
     init(buckets: [Double]) {
         bounds = buckets.sorted()
-        state = Mutex((Array(repeating: 0, count: buckets.count), 0, 0))
+        state = Mutex(Snapshot(counts: Array(repeating: 0, count: buckets.count), sum: 0, count: 0))
     }
 
     public func observe(_ value: Double) {
-        let index = bounds.firstIndex(where: { value <= $0 })
+        var index = 0
+        while index < bounds.count, !(value <= bounds[index]) { index += 1 }
         state.withLock { s in
-            if let index { s.counts[index] += 1 }
+            if index < s.counts.count { s.counts[index] += 1 }
             s.sum += value
             s.count += 1
         }
@@ -25,8 +32,13 @@ public final class Histogram: MetricChild {
     /// Total observations so far.
     public var count: Int { state.withLock { $0.count } }
 
+    func snapshot() -> Snapshot { state.withLock { $0 } }
+
     func render(name: String, labels: [(String, String)], into out: inout String) {
-        let snapshot = state.withLock { $0 }
+        Histogram.render(snapshot(), bounds: bounds, name: name, labels: labels, into: &out)
+    }
+
+    static func render(_ snapshot: Snapshot, bounds: [Double], name: String, labels: [(String, String)], into out: inout String) {
         var cumulative = 0
         for (i, bound) in bounds.enumerated() {
             cumulative += snapshot.counts[i]

@@ -38,6 +38,26 @@ public final class MetricsRegistry: Sendable {
         family(name, help: help, kind: "histogram").child(labels: labels) { Histogram(buckets: buckets) } as! Histogram
     }
 
+    /// Returns shard `shard` of the counter with this name and labels, creating it on first use.
+    ///
+    /// Give each writer thread (an event loop) its own shard so hot counters are never contended;
+    /// the exposition shows one series, the sum of the shards. A name and labels are either
+    /// sharded or not.
+    public func counter(_ name: String, help: String, labels: [(String, String)] = [], shard: Int) -> Counter {
+        let shards = family(name, help: help, kind: "counter").child(labels: labels) { ShardedCounter() }
+        guard let shards = shards as? ShardedCounter else { preconditionFailure("MetricsRegistry: \(name) is not sharded") }
+        return shards.shard(shard)
+    }
+
+    /// Returns shard `shard` of the histogram with this name and labels (see `counter(_:help:labels:shard:)`).
+    public func histogram(
+        _ name: String, help: String, labels: [(String, String)] = [], buckets: [Double] = Histogram.defaultBuckets, shard: Int
+    ) -> Histogram {
+        let shards = family(name, help: help, kind: "histogram").child(labels: labels) { ShardedHistogram(buckets: buckets) }
+        guard let shards = shards as? ShardedHistogram else { preconditionFailure("MetricsRegistry: \(name) is not sharded") }
+        return shards.shard(shard)
+    }
+
     /// Registers a closure that produces gauge samples at render time (pool sizes, queue depths).
     public func addCollector(_ collector: @escaping @Sendable () -> [Sample]) {
         collectors.withLock { $0.append(collector) }
