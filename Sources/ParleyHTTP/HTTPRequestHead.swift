@@ -141,6 +141,17 @@ struct HTTPRequestTarget {
     var queryRange: Range<Int>?
     var path: String
 
+    /// Parses `target` (exactly the request-target's bytes); the ranges are shifted by `offset`,
+    /// the target's position in the head bytes.
+    static func parse(_ target: UnsafeBufferPointer<UInt8>, at offset: Int) throws(HTTPParserError) -> HTTPRequestTarget {
+        var parsed = try parse(target, range: 0..<target.count)
+        guard offset != 0 else { return parsed }
+        parsed.targetRange = (parsed.targetRange.lowerBound + offset)..<(parsed.targetRange.upperBound + offset)
+        parsed.pathRange = (parsed.pathRange.lowerBound + offset)..<(parsed.pathRange.upperBound + offset)
+        if let query = parsed.queryRange { parsed.queryRange = (query.lowerBound + offset)..<(query.upperBound + offset) }
+        return parsed
+    }
+
     /// Parses origin-form (`/path?query`), absolute-form (`http://host/path?query`) or
     /// asterisk-form (`*`). A `#fragment` is ignored. Authority-form belongs to CONNECT, which
     /// Parley does not implement, so it is refused.

@@ -12,8 +12,9 @@ public enum HTTPParserEvent {
 ///
 /// Feed it byte chunks of any size with `nextEvent(in:)`; each call returns at most one event
 /// and how many input bytes it consumed. The parser is an explicit state machine, one byte at a
-/// time for the head and the chunked framing, and copies only the head bytes (once) so a request
-/// split at any byte boundary produces the same events. It is strict (RFC 9110/9112 and llhttp's
+/// time for the head and the chunked framing (runs of plain target, name and value bytes are
+/// skipped in tight loops), and copies only the head bytes, once: when the head ends, or when an
+/// input chunk ends inside it. A request split at any byte boundary produces the same events. It is strict (RFC 9110/9112 and llhttp's
 /// strict mode, see docs/http.md): anything ambiguous is an `HTTPParserError`, after which the
 /// parser stays failed and the connection must be closed after the error response.
 public struct HTTPRequestParser {
@@ -87,18 +88,27 @@ public struct HTTPRequestParser {
     private var message = Message()
     /// Bytes left in the fixed-length body or the current chunk.
     private var remaining = 0
-    /// The current head's bytes, copied from the input once per line (or at the end of an input chunk).
+    /// The current head's bytes that earlier input chunks held (copied when a chunk ends inside the
+    /// head); the rest is still in the current input from `runStart`.
     private var head: [UInt8] = []
     private var fields: [HTTPHeaders.Field] = []
     /// Whether the bytes from `runStart` in the current input belong to the head and are not yet in `head`.
     private var inHead = false
     private var runStart = 0
-    /// The head `consume` just completed, handed out by `step` (so `consume` returns one byte, not an event).
+    /// The head `consume` just completed, until `takeHead` moves it out.
     private var completedHead: HTTPRequestHead?
 
     /// What one byte completed.
     private enum Produced {
         case nothing, head, end
+    }
+
+    /// What `advance` produced; a head is then taken with `takeHead` (moved, not copied).
+    enum Step {
+        case needMore
+        case head
+        case body(UnsafeRawBufferPointer)
+        case end
     }
 
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
@@ -127,6 +137,17 @@ public struct HTTPRequestParser {
     /// `isUpgraded`): the unused rest belongs to the new protocol. Call again with the unused
     /// bytes after an event; `.end` may follow `.head` without consuming anything.
     public mutating func nextEvent(in input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (event: HTTPParserEvent?, consumed: Int) {
+        let (step, consumed) = try advance(in: input)
+        switch step {
+        case .needMore: return (nil, consumed)
+        case .head: return (.head(takeHead()), consumed)
+        case .body(let chunk): return (.body(chunk), consumed)
+        case .end: return (.end, consumed)
+        }
+    }
+
+    /// `nextEvent(in:)` without moving the head through the result: after `.head`, call `takeHead`.
+    mutating func advance(in input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (step: Step, consumed: Int) {
         if let failure { throw failure }
         do {
             return try step(input)
@@ -138,7 +159,13 @@ public struct HTTPRequestParser {
         }
     }
 
-    private mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (event: HTTPParserEvent?, consumed: Int) {
+    /// The head `advance` just reported.
+    mutating func takeHead() -> HTTPRequestHead {
+        guard let head = completedHead.take() else { preconditionFailure("HTTPRequestParser: no completed head") }
+        return head
+    }
+
+    private mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (step: Step, consumed: Int) {
         let bytes = input.assumingMemoryBound(to: UInt8.self)
         let count = bytes.count
         var index = 0
@@ -146,31 +173,47 @@ public struct HTTPRequestParser {
         while true {
             switch state {
             case .upgraded, .failed:
-                return (nil, index)
+                return (.needMore, index)
             case .messageEnd:
                 finishMessage()
                 return (.end, index)
             case .fixedBody, .chunkData:
-                guard index < count else { return (nil, index) }
+                guard index < count else { return (.needMore, index) }
                 let take = min(count - index, remaining)
                 remaining -= take
                 if remaining == 0 { state = state == .fixedBody ? .messageEnd : .chunkDataCR }
                 return (.body(UnsafeRawBufferPointer(rebasing: input[index..<(index + take)])), index + take)
-            default:
-                guard index < count else {
-                    if inHead { flush(bytes, upTo: count) }
-                    return (nil, count)
-                }
-                switch try consume(bytes, at: index) {
-                case .nothing:
+            case .target:
+                // Visible ASCII stays in the target; the byte that ends the run goes to `consume`.
+                let end = min(count, headLimit)
+                while index < end, HTTPCharacterClass.isTarget(bytes[index]) { index += 1 }
+            case .headerName:
+                let end = min(count, headLimit)
+                while index < end, HTTPCharacterClass.isToken(bytes[index]) { index += 1 }
+            case .headerValue:
+                let end = min(count, headLimit)
+                var lastVisible = -1
+                while index < end {
+                    let byte = bytes[index]
+                    guard HTTPCharacterClass.isFieldValue(byte) else { break }
+                    if !HTTPCharacterClass.isWhitespace(byte) { lastVisible = index }
                     index += 1
-                case .head:
-                    guard let head = completedHead else { preconditionFailure("HTTPRequestParser: no completed head") }
-                    completedHead = nil
-                    return (.head(head), index + 1)
-                case .end:
-                    return (.end, index + 1)
                 }
+                if lastVisible >= 0 { message.valueEnd = offset(lastVisible) + 1 }
+            default:
+                break
+            }
+            guard index < count else {
+                if inHead { flush(bytes, upTo: count) }
+                return (.needMore, count)
+            }
+            switch try consume(bytes, at: index) {
+            case .nothing:
+                index += 1
+            case .head:
+                return (.head, index + 1)
+            case .end:
+                return (.end, index + 1)
             }
         }
     }
@@ -179,9 +222,34 @@ public struct HTTPRequestParser {
     @inline(__always)
     private func offset(_ index: Int) -> Int { head.count + index - runStart }
 
+    /// The first input index whose byte would make the head too large.
+    private var headLimit: Int { limits.maxHeadBytes - message.leadingBytes - head.count + runStart }
+
     private mutating func flush(_ bytes: UnsafeBufferPointer<UInt8>, upTo end: Int) {
-        if end > runStart { head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<end])) }
+        if end > runStart {
+            if head.capacity == 0 { head.reserveCapacity(min(1024, limits.maxHeadBytes)) }
+            head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<end]))
+        }
         runStart = end
+    }
+
+    /// Calls `body` with the head bytes at `range` (head positions) of the line that ends at input
+    /// index `lineEnd`: straight from the input when the line began in it, else from `head`
+    /// after copying the input up to `lineEnd` there.
+    private mutating func withHeadBytes<R>(
+        _ range: Range<Int>, _ bytes: UnsafeBufferPointer<UInt8>, lineStart: Int, lineEnd: Int,
+        _ body: (UnsafeBufferPointer<UInt8>, inout Message) throws(HTTPParserError) -> R
+    ) throws(HTTPParserError) -> R {
+        if lineStart >= head.count {
+            let start = range.lowerBound - head.count + runStart
+            return try body(UnsafeBufferPointer(rebasing: bytes[start..<(start + range.count)]), &message)
+        }
+        flush(bytes, upTo: lineEnd)
+        // A local reference to the bytes, so `message` can be mutated in place (no struct copy).
+        let copied = head
+        return try copied.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
+            try body(UnsafeBufferPointer(rebasing: buffer[range]), &message)
+        }
     }
 
     // swiftlint:disable:next cyclomatic_complexity function_body_length
@@ -193,7 +261,6 @@ public struct HTTPRequestParser {
             if HTTPCharacterClass.isToken(byte) {
                 inHead = true
                 runStart = index
-                if head.capacity == 0 { head.reserveCapacity(min(1024, limits.maxHeadBytes)) }
                 if fields.capacity == 0 { fields.reserveCapacity(16) }
                 message.methodLength = 1
                 state = .method
@@ -214,8 +281,7 @@ public struct HTTPRequestParser {
 
         case .method:
             if byte == .space {
-                flush(bytes, upTo: index)
-                let found = head.withUnsafeBufferPointer { HTTPMethod(bytes: UnsafeBufferPointer(rebasing: $0[0..<message.methodLength])) }
+                let found = try withHeadBytes(0..<message.methodLength, bytes, lineStart: 0, lineEnd: index) { name, _ in HTTPMethod(bytes: name) }
                 guard let found else { throw .methodNotImplemented }
                 message.method = found
                 state = .targetStart
@@ -252,10 +318,9 @@ public struct HTTPRequestParser {
 
         case .requestLineLF:
             guard byte == .lf else { throw .bareCarriageReturn }
-            flush(bytes, upTo: index + 1)
             let range = message.targetStart..<message.targetEnd
-            message.target = try head.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
-                try HTTPRequestTarget.parse(buffer, range: range)
+            message.target = try withHeadBytes(range, bytes, lineStart: 0, lineEnd: index + 1) { target, _ throws(HTTPParserError) in
+                try HTTPRequestTarget.parse(target, at: range.lowerBound)
             }
             state = .headerLineStart
 
@@ -307,13 +372,18 @@ public struct HTTPRequestParser {
 
         case .headerLineLF:
             guard byte == .lf else { throw .bareCarriageReturn }
-            flush(bytes, upTo: index + 1)
-            try completeHeaderLine()
+            try completeHeaderLine(bytes, lineEnd: index + 1)
             state = .headerLineStart
 
         case .headersEndLF:
             guard byte == .lf else { throw .bareCarriageReturn }
-            flush(bytes, upTo: index + 1)
+            if head.isEmpty {
+                // The whole head is in this input: one exact-size copy.
+                head = Array(UnsafeBufferPointer(rebasing: bytes[runStart...index]))
+                runStart = index + 1
+            } else {
+                flush(bytes, upTo: index + 1)
+            }
             completedHead = try completeHead()
             return .head
 
@@ -478,20 +548,21 @@ public struct HTTPRequestParser {
     }
 
     /// Records the header line that just ended and applies the fields that decide framing.
-    private mutating func completeHeaderLine() throws(HTTPParserError) {
+    private mutating func completeHeaderLine(_ bytes: UnsafeBufferPointer<UInt8>, lineEnd: Int) throws(HTTPParserError) {
         guard fields.count < limits.maxHeaderCount else { throw .tooManyHeaders }
-        let field = HTTPHeaders.Field(
-            nameStart: UInt32(message.nameStart), nameLength: UInt32(message.nameEnd - message.nameStart),
-            valueStart: UInt32(message.valueStart), valueLength: UInt32(message.valueEnd - message.valueStart))
-        fields.append(field)
-        let nameRange = message.nameStart..<message.nameEnd
-        let valueRange = message.valueStart..<message.valueEnd
-        // A local reference to the bytes, so `message` can be mutated in place (no struct copy).
-        let bytes = head
-        try bytes.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
+        let nameStart = message.nameStart
+        let nameLength = message.nameEnd - nameStart
+        let valueOffset = message.valueStart - nameStart
+        let valueLength = message.valueEnd - message.valueStart
+        fields.append(HTTPHeaders.Field(
+            nameStart: UInt32(nameStart), nameLength: UInt32(nameLength),
+            valueStart: UInt32(message.valueStart), valueLength: UInt32(valueLength)))
+        // Only the fields that decide framing are looked at; their names have 4 to 17 bytes.
+        guard nameLength >= 4, nameLength <= 17 else { return }
+        try withHeadBytes(nameStart..<message.valueEnd, bytes, lineStart: nameStart, lineEnd: lineEnd) { line, message throws(HTTPParserError) in
             try HTTPRequestParser.interpret(
-                name: UnsafeBufferPointer(rebasing: buffer[nameRange]),
-                value: UnsafeBufferPointer(rebasing: buffer[valueRange]),
+                name: UnsafeBufferPointer(rebasing: line[0..<nameLength]),
+                value: UnsafeBufferPointer(rebasing: line[valueOffset..<(valueOffset + valueLength)]),
                 into: &message)
         }
     }

@@ -1,23 +1,36 @@
 import ParleyLog
 import ParleyNet
 
-/// One connection's HTTP state: parser, the queue of requests awaiting their responses (in
-/// request order), deadlines, and the switch to another protocol.
+/// One connection's HTTP state: parser, the request being read, the queue of read requests
+/// awaiting their responses (in request order), deadlines, and the switch to another protocol.
+///
+/// A request whose response is ready when it has been read and nothing is queued before it (an
+/// inline route, a 404) is answered at once, without entering the queue.
 ///
 /// Owned by the connection's loop thread; `@unchecked Sendable` only so async handlers' tasks
 /// (pinned to that loop) can hand their response back. `complete` re-enters through the loop.
 final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
-    /// A request read (or being read) whose response is not written yet.
+    /// A request read completely (or refused) whose response is not written yet.
     private struct Slot {
         let sequence: UInt64
-        let head: HTTPRequestHead?
-        var match: RouteMatch?
+        /// nil when the request line could not be parsed.
+        let method: HTTPMethod?
+        /// The matched route, for the observer.
+        let route: Route?
         var response: HTTPResponse?
         var keepAlive: Bool
         let started: UInt64
+        var upgradePending = false
+    }
+
+    /// The request whose head has arrived and whose body is being read.
+    private struct Incoming {
+        let sequence: UInt64
+        var head: HTTPRequestHead
+        let match: RouteMatch
+        let started: UInt64
         var needsContinue = false
         var continueSent = false
-        var upgradePending = false
     }
 
     private enum Deadline {
@@ -30,9 +43,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private var parser: HTTPRequestParser
     private var slots: [Slot] = []
     private var nextSequence: UInt64 = 0
-    /// The body of the request being read (the last slot while `readingRequest`).
+    private var incoming: Incoming?
+    /// The body of the `incoming` request.
     private var body: [UInt8] = []
-    private var readingRequest = false
     /// Input held back while parsing is paused (pipelining bound, backpressure, pending upgrade).
     private var pendingInput: [UInt8] = []
     private var parsingPaused = false
@@ -83,10 +96,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// A half-closed client may still read: answer every complete request, drop a partial one.
     private func finishAfterPeerClosed() {
-        if readingRequest, let last = slots.last, last.response == nil {
-            slots.removeLast()
-            readingRequest = false
-        }
+        incoming = nil
+        body = []
         closing = true
         if slots.isEmpty {
             connection.close()
@@ -99,6 +110,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     func connectionDidClose(_ connection: Connection) {
         closed = true
         slots.removeAll()
+        incoming = nil
         pendingInput = []
         pendingUpgrade = nil
         context.unregister(self)
@@ -142,17 +154,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     connection.pauseReading()
                     return
                 }
-                let (event, consumed) = try parser.nextEvent(in: UnsafeRawBufferPointer(rebasing: input[offset...]))
+                let (step, consumed) = try parser.advance(in: UnsafeRawBufferPointer(rebasing: input[offset...]))
                 offset += consumed
-                guard let event else {
+                switch step {
+                case .needMore:
                     if parser.isUpgraded {
                         pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
                         connection.pauseReading()
                     }
-                    break
-                }
-                switch event {
-                case .head(let head): receivedHead(head)
+                    return
+                case .head: receivedHead(parser.takeHead())
                 case .body(let chunk): body.append(contentsOf: chunk)
                 case .end: receivedEnd()
                 }
@@ -187,70 +198,79 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     private func receivedHead(_ head: HTTPRequestHead) {
         let match = core.routes.match(head)
-        var slot = Slot(
-            sequence: nextSequence, head: head, match: match, keepAlive: head.keepAlive,
-            started: core.hasObserver ? EventLoop.monotonicNanoseconds() : 0)
+        let sequence = nextSequence
         nextSequence &+= 1
-        body = []
+        let started = context.observer != nil ? EventLoop.monotonicNanoseconds() : 0
+        if head.expectContinue && head.hasBody {
+            guard case .found = match else {
+                // 404/405 before the body: answer now, never read the body, close.
+                closing = true
+                enqueue(Slot(
+                    sequence: sequence, method: head.method, route: nil, response: responseForUnrouted(match),
+                    keepAlive: false, started: started))
+                return
+            }
+        }
         if case .contentLength(let length) = head.bodyFraming, length > 0 {
             body.reserveCapacity(min(length, 64 << 10))
         }
-        readingRequest = true
-        if head.expectContinue && head.hasBody {
-            if case .found = match {
-                slot.needsContinue = true
-            } else {
-                // 404/405 before the body: answer now, never read the body, close.
-                slot.response = responseForUnrouted(match)
-                slot.keepAlive = false
-                readingRequest = false
-                closing = true
-            }
-        }
-        slots.append(slot)
-        if slots.count == 1 {
-            sendContinueIfNeeded()
-            if closing { writeReadyResponses() }
-        }
+        let needsContinue = head.expectContinue && head.hasBody
+        incoming = Incoming(sequence: sequence, head: head, match: match, started: started, needsContinue: needsContinue)
+        if needsContinue { sendContinueIfNeeded() }
     }
 
     private func receivedEnd() {
-        readingRequest = false
-        let index = slots.count - 1
-        slots[index].needsContinue = false
-        let sequence = slots[index].sequence
-        guard let head = slots[index].head, let match = slots[index].match else { return }
+        guard let request = incoming.take() else { return }
+        let head = request.head
         let requestBody = body
         body = []
         if !head.keepAlive || quiescing { closing = true }
         if head.isUpgrade {
             // The parser has stopped: unless a route takes the connection over, close after answering.
-            if case .found(let route, _) = match, case .upgrade = route.handler {} else { closing = true }
+            if case .found(let route, _) = request.match, case .upgrade = route.handler {} else { closing = true }
         }
-        switch match {
+        let sequence = request.sequence
+        switch request.match {
         case .notFound, .methodNotAllowed:
-            complete(sequence, responseForUnrouted(match))
+            enqueue(Slot(
+                sequence: sequence, method: head.method, route: nil, response: responseForUnrouted(request.match),
+                keepAlive: head.keepAlive, started: request.started))
         case .found(let route, let parameters):
-            let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
+            var slot = Slot(
+                sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
+                started: request.started)
             let requestContext = RequestContext(
                 parameters: parameters, route: route.pattern, requestID: context.nextRequestID(),
                 remoteAddress: connection.remoteAddress, loop: connection.loop, logger: core.logger)
             switch route.handler {
             case .inline(let handler):
-                complete(sequence, handler(request, requestContext))
+                slot.response = handler(HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext)
+                enqueue(slot)
             case .async(let handler):
-                runAsync(handler, request, requestContext, sequence: sequence)
+                enqueue(slot)
+                runAsync(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext, sequence: sequence)
             case .upgrade(let handler):
                 if head.isUpgrade {
-                    pendingUpgrade = (handler, request, requestContext)
-                    slots[index].upgradePending = true
+                    pendingUpgrade = (handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext)
+                    slot.upgradePending = true
                 } else {
                     var response = HTTPResponse.plain(.init(426), "Upgrade Required")
                     response.headers.add("Connection", "Upgrade")
-                    complete(sequence, response)
+                    slot.response = response
                 }
+                enqueue(slot)
             }
         }
+    }
+
+    /// Queues a read request; one whose response is ready and that nothing precedes is written now.
+    private func enqueue(_ slot: Slot) {
+        guard slots.isEmpty, slot.response != nil, !slot.upgradePending else {
+            slots.append(slot)
+            return
+        }
+        _ = send(slot)
+        finishWriting()
     }
 
     private func runAsync(_ handler: @escaping HTTPHandler, _ request: HTTPRequest, _ requestContext: RequestContext, sequence: UInt64) {
@@ -287,14 +307,15 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         parsingPaused = false
         pendingInput = []
         connection.pauseReading()
-        if readingRequest, let last = slots.indices.last {
-            slots[last].response = response
-            slots[last].match = nil
-            slots[last].keepAlive = false
-            slots[last].needsContinue = false
-            readingRequest = false
+        if let request = incoming.take() {
+            body = []
+            slots.append(Slot(
+                sequence: request.sequence, method: request.head.method, route: nil, response: response, keepAlive: false,
+                started: request.started))
         } else {
-            slots.append(Slot(sequence: nextSequence, head: nil, response: response, keepAlive: false, started: EventLoop.monotonicNanoseconds()))
+            slots.append(Slot(
+                sequence: nextSequence, method: nil, route: nil, response: response, keepAlive: false,
+                started: EventLoop.monotonicNanoseconds()))
             nextSequence &+= 1
         }
         core.logger.debug("closing after \(response.status)", [("connection", String(connection.id)), ("peer", connection.remoteAddress)])
@@ -320,24 +341,34 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 performUpgrade()
                 return
             }
-            guard let response = slots[0].response else { break }
-            let last = slots.count == 1
-            let keepAlive = slots[0].keepAlive && !(closing && last)
-                && (response.headers.isEmpty || !response.headers.containsToken("close", in: "Connection"))
-            write(response, keepAlive: keepAlive, headRequest: slots[0].head?.method == .head)
-            if core.hasObserver { report(slots[0], status: response.status) }
-            if slots.count == 1 {
-                slots.removeAll(keepingCapacity: true)
-            } else {
-                slots.removeFirst()
-            }
-            if !keepAlive {
-                closing = true
-                slots.removeAll()
-                break
-            }
-            sendContinueIfNeeded()
+            guard slots[0].response != nil else { break }
+            let slot = slots.removeFirst()
+            guard send(slot) else { break }
         }
+        finishWriting()
+    }
+
+    /// Writes the response of `slot`, which was at the front of the queue (and is out of it now);
+    /// returns false when the connection closes after it.
+    private func send(_ slot: Slot) -> Bool {
+        guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
+        let last = slots.isEmpty && incoming == nil
+        let keepAlive = slot.keepAlive && !(closing && last)
+            && (response.headers.isEmpty || !response.headers.containsToken("close", in: "Connection"))
+        write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
+        if let observer = context.observer { report(slot, status: response.status, to: observer) }
+        if !keepAlive {
+            closing = true
+            slots.removeAll()
+            incoming = nil
+            return false
+        }
+        sendContinueIfNeeded()
+        return true
+    }
+
+    /// After responses were written: closes a finished connection, resumes paused parsing.
+    private func finishWriting() {
         guard !closed else { return }
         if slots.isEmpty && closing {
             connection.close()
@@ -364,18 +395,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         context.headBuffer = buffer
     }
 
+    /// Sends `100 Continue` once the request being read is the first without a response.
     private func sendContinueIfNeeded() {
-        guard let first = slots.first, first.needsContinue, !first.continueSent, !closing else { return }
-        slots[0].continueSent = true
+        guard slots.isEmpty, !closing, let request = incoming, request.needsContinue, !request.continueSent else { return }
+        incoming?.continueSent = true
         connection.write(HTTPResponseSerializer.continueResponse)
     }
 
-    private func report(_ slot: Slot, status: HTTPStatus) {
-        guard let observer = context.observer else { return }
-        var route: Route?
-        if case .found(let matched, _)? = slot.match { route = matched }
+    private func report(_ slot: Slot, status: HTTPStatus, to observer: any HTTPLoopObserver) {
         observer.requestCompleted(
-            method: slot.head?.method, route: route, status: status, nanoseconds: EventLoop.monotonicNanoseconds() &- slot.started)
+            method: slot.method, route: slot.route, status: status, nanoseconds: EventLoop.monotonicNanoseconds() &- slot.started)
     }
 
     private func performUpgrade() {
@@ -388,7 +417,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         switch action {
         case .accept(let response, let next):
             write(response, keepAlive: true, headRequest: false)
-            report(first, status: response.status)
+            if let observer = context.observer { report(first, status: response.status, to: observer) }
             slots.removeAll()
             handedOver = true
             closing = true
@@ -418,7 +447,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         } else {
             switch parser.phase {
             case .head: wanted = closing ? .none : .head
-            case .body: wanted = readingRequest && !closing ? .body : .none
+            case .body: wanted = incoming != nil && !closing ? .body : .none
             case .idle: wanted = slots.isEmpty && !closing ? .idle : .none
             default: wanted = .none
             }
