@@ -23,12 +23,19 @@ public struct HTTPRequestHead: Sendable {
     /// How the body is delimited.
     public let bodyFraming: HTTPBodyFraming
 
-    /// The raw head bytes the ranges below point into (shared with `headers` until it is changed).
+    /// The raw head bytes the spans below point into (shared with `headers` until it is changed).
     let raw: [UInt8]
-    let targetRange: Range<Int>
+    // Spans rather than `Range<Int>?`: trivial fields keep copying and destroying a head cheap.
+    private let targetSpan: HeadSpan
     /// The raw (still percent-encoded) path, for the router.
-    let pathRange: Range<Int>
-    let queryRange: Range<Int>?
+    private let pathSpan: HeadSpan
+    /// Empty at 0 and `hasQuery` false without `?`.
+    private let querySpan: HeadSpan
+    private let hasQuery: Bool
+
+    var targetRange: Range<Int> { targetSpan.range }
+    var pathRange: Range<Int> { pathSpan.range }
+    var queryRange: Range<Int>? { hasQuery ? querySpan.range : nil }
 
     init(
         method: HTTPMethod, version: HTTPVersion, headers: HTTPHeaders, raw: [UInt8], target: HTTPRequestTarget,
@@ -38,9 +45,10 @@ public struct HTTPRequestHead: Sendable {
         self.version = version
         self.headers = headers
         self.raw = raw
-        self.targetRange = target.targetRange
-        self.pathRange = target.pathRange
-        self.queryRange = target.queryRange
+        self.targetSpan = HeadSpan(target.targetRange)
+        self.pathSpan = HeadSpan(target.pathRange)
+        self.querySpan = target.queryRange.map(HeadSpan.init) ?? HeadSpan(0..<0)
+        self.hasQuery = target.queryRange != nil
         self.path = target.path
         self.keepAlive = keepAlive
         self.expectContinue = expectContinue
@@ -132,6 +140,19 @@ public struct HTTPRequestHead: Sendable {
             try body(UnsafeBufferPointer(rebasing: bytes[pathRange]))
         }
     }
+}
+
+/// A range of head bytes in 8 bytes (heads are at most a few tens of kilobytes).
+struct HeadSpan: Hashable {
+    let start: UInt32
+    let end: UInt32
+
+    init(_ range: Range<Int>) {
+        start = UInt32(truncatingIfNeeded: range.lowerBound)
+        end = UInt32(truncatingIfNeeded: range.upperBound)
+    }
+
+    var range: Range<Int> { Int(start)..<Int(end) }
 }
 
 /// The parts of a request-target (RFC 9112 §3.2) as ranges into the head bytes.

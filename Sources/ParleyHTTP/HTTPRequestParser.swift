@@ -34,7 +34,7 @@ public struct HTTPRequestParser {
         case failed
     }
 
-    private enum State: UInt8 {
+    enum State: UInt8 {
         case start, startLF
         case method, targetStart, target, version, requestLineCR, requestLineLF
         case headerLineStart, headerName, headerValueStart, headerValue, headerLineLF, headersEndLF
@@ -83,7 +83,9 @@ public struct HTTPRequestParser {
     }
 
     public let limits: HTTPParserLimits
-    private var state = State.start
+    /// Read directly (a stored field) by the server, which keeps the parser in a class: calling a
+    /// getter on it there would copy the whole parser.
+    private(set) var state = State.start
     private var failure: HTTPParserError?
     private var message = Message()
     /// Bytes left in the fixed-length body or the current chunk.
@@ -93,7 +95,7 @@ public struct HTTPRequestParser {
     private var head: [UInt8] = []
     private var fields: [HTTPHeaders.Field] = []
     /// Whether the bytes from `runStart` in the current input belong to the head and are not yet in `head`.
-    private var inHead = false
+    private(set) var inHead = false
     private var runStart = 0
     /// The head `consume` just completed, until `takeHead` moves it out.
     private var completedHead: HTTPRequestHead?
@@ -116,7 +118,10 @@ public struct HTTPRequestParser {
     }
 
     /// Where the parser is; the server uses it for its header and body deadlines.
-    public var phase: Phase {
+    public var phase: Phase { HTTPRequestParser.phase(state: state, inHead: inHead) }
+
+    @inline(__always)
+    static func phase(state: State, inHead: Bool) -> Phase {
         switch state {
         case .start: .idle
         case .startLF: .head
@@ -183,6 +188,23 @@ public struct HTTPRequestParser {
                 remaining -= take
                 if remaining == 0 { state = state == .fixedBody ? .messageEnd : .chunkDataCR }
                 return (.body(UnsafeRawBufferPointer(rebasing: input[index..<(index + take)])), index + take)
+            case .method:
+                // Up to the longest method name; the byte after the run goes to `consume`.
+                let end = min(count, headLimit)
+                var length = message.methodLength
+                while index < end, length < HTTPMethod.maxLength, HTTPCharacterClass.isToken(bytes[index]) {
+                    length += 1
+                    index += 1
+                }
+                message.methodLength = length
+            case .version where message.versionIndex == 0 && min(count, headLimit) - index >= 8:
+                // `HTTP/1.1` or `HTTP/1.0` in one go; anything else byte by byte (for the exact error).
+                if let minor = HTTPRequestParser.version(UnsafeBufferPointer(rebasing: bytes[index..<(index + 8)])) {
+                    message.versionMinor = minor
+                    message.versionIndex = 8
+                    state = .requestLineCR
+                    index += 8
+                }
             case .target:
                 // Visible ASCII stays in the target; the byte that ends the run goes to `consume`.
                 let end = min(count, headLimit)
@@ -437,6 +459,20 @@ public struct HTTPRequestParser {
             preconditionFailure("HTTPRequestParser: state \(state) is handled by step()")
         }
         return .nothing
+    }
+
+    /// The minor version of exactly `HTTP/1.1` or `HTTP/1.0`, else nil.
+    @inline(__always)
+    private static func version(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt8? {
+        // "HTTP/1." as little-endian bytes.
+        let prefix: UInt64 = 0x2E_31_2F_50_54_54_48
+        let word = UInt64(littleEndian: UnsafeRawPointer(bytes.baseAddress!).loadUnaligned(as: UInt64.self))
+        guard word & 0x00FF_FFFF_FFFF_FFFF == prefix else { return nil }
+        switch bytes[7] {
+        case 0x31: return 1
+        case 0x30: return 0
+        default: return nil
+        }
     }
 
     /// `HTTP/` DIGIT `.` DIGIT, checked as each byte arrives so a bad version fails at once.

@@ -29,8 +29,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var head: HTTPRequestHead
         let match: RouteMatch
         let started: UInt64
-        var needsContinue = false
-        var continueSent = false
+    }
+
+    /// `100 Continue` for the request being read.
+    private enum ContinueState {
+        case notExpected, due, sent
     }
 
     private enum Deadline {
@@ -44,6 +47,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private var slots: [Slot] = []
     private var nextSequence: UInt64 = 0
     private var incoming: Incoming?
+    private var continueState = ContinueState.notExpected
     /// The body of the `incoming` request.
     private var body: [UInt8] = []
     /// Input held back while parsing is paused (pipelining bound, backpressure, pending upgrade).
@@ -70,11 +74,19 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         updateDeadline()
     }
 
+    /// `parser.phase`, read from the parser's stored fields so the parser is not copied.
+    private var parserPhase: HTTPRequestParser.Phase {
+        HTTPRequestParser.phase(state: parser.state, inHead: parser.inHead)
+    }
+
+    /// `parser.isUpgraded`, read the same way.
+    private var parserUpgraded: Bool { parser.state == .upgraded }
+
     // MARK: - ConnectionHandler
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         guard !closed, !closing else { return }
-        if parsingPaused || parser.isUpgraded {
+        if parsingPaused || parserUpgraded {
             pendingInput.append(contentsOf: bytes)
             connection.pauseReading()
             return
@@ -119,7 +131,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     func connectionShouldQuiesce(_ connection: Connection) {
         guard !closed else { return }
         quiescing = true
-        switch parser.phase {
+        switch parserPhase {
         case .head, .body:
             // A request is arriving: let it finish (its deadline still applies); it will be the last.
             return
@@ -139,7 +151,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private func parse(_ input: UnsafeRawBufferPointer) {
         parseEvents(input)
         // An upgrade request may be at the front of the queue now that its leftover bytes are kept.
-        if parser.isUpgraded { writeReadyResponses() }
+        if parserUpgraded { writeReadyResponses() }
     }
 
     private func parseEvents(_ input: UnsafeRawBufferPointer) {
@@ -148,7 +160,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var offset = 0
         do {
             while !closed && !closing {
-                if parser.phase == .idle && mustPauseBeforeNextRequest() {
+                if parserPhase == .idle && mustPauseBeforeNextRequest() {
                     pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
                     parsingPaused = true
                     connection.pauseReading()
@@ -158,12 +170,23 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 offset += consumed
                 switch step {
                 case .needMore:
-                    if parser.isUpgraded {
+                    if parserUpgraded {
                         pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
                         connection.pauseReading()
                     }
                     return
-                case .head: receivedHead(parser.takeHead())
+                case .head:
+                    let head = parser.takeHead()
+                    guard head.hasBody else {
+                        // Complete already: the parser's `.end` follows without using any input.
+                        guard case (.end, 0) = try parser.advance(in: UnsafeRawBufferPointer(rebasing: input[offset...])) else {
+                            preconditionFailure("HTTPServerConnection: a bodiless head not followed by its end")
+                        }
+                        let match = core.routes.match(head)
+                        received(head, body: [], match: match, sequence: takeSequence(), started: startTime())
+                        continue
+                    }
+                    receivedHead(head)
                 case .body(let chunk): body.append(contentsOf: chunk)
                 case .end: receivedEnd()
                 }
@@ -190,17 +213,27 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             finishAfterPeerClosed()
             return
         }
-        if !parsingPaused, !closed, !closing, !parser.isUpgraded {
+        if !parsingPaused, !closed, !closing, !parserUpgraded {
             connection.resumeReading()
         }
         updateDeadline()
     }
 
+    private func takeSequence() -> UInt64 {
+        defer { nextSequence &+= 1 }
+        return nextSequence
+    }
+
+    /// When the request started, for the observer (0 without one: no clock read).
+    private func startTime() -> UInt64 {
+        context.observer != nil ? EventLoop.monotonicNanoseconds() : 0
+    }
+
+    /// A head with a body: the body is read next.
     private func receivedHead(_ head: HTTPRequestHead) {
         let match = core.routes.match(head)
-        let sequence = nextSequence
-        nextSequence &+= 1
-        let started = context.observer != nil ? EventLoop.monotonicNanoseconds() : 0
+        let sequence = takeSequence()
+        let started = startTime()
         if head.expectContinue && head.hasBody {
             guard case .found = match else {
                 // 404/405 before the body: answer now, never read the body, close.
@@ -214,31 +247,40 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         if case .contentLength(let length) = head.bodyFraming, length > 0 {
             body.reserveCapacity(min(length, 64 << 10))
         }
-        let needsContinue = head.expectContinue && head.hasBody
-        incoming = Incoming(sequence: sequence, head: head, match: match, started: started, needsContinue: needsContinue)
-        if needsContinue { sendContinueIfNeeded() }
+        incoming = Incoming(sequence: sequence, head: head, match: match, started: started)
+        if head.expectContinue && head.hasBody {
+            continueState = .due
+            sendContinueIfNeeded()
+        } else {
+            continueState = .notExpected
+        }
     }
 
+    /// The body of the `incoming` request is complete.
     private func receivedEnd() {
         guard let request = incoming.take() else { return }
-        let head = request.head
+        continueState = .notExpected
         let requestBody = body
         body = []
+        received(request.head, body: requestBody, match: request.match, sequence: request.sequence, started: request.started)
+    }
+
+    /// A request was read completely: answer it (inline, 404/405), start its task, or hold its upgrade.
+    private func received(_ head: HTTPRequestHead, body requestBody: [UInt8], match: RouteMatch, sequence: UInt64, started: UInt64) {
         if !head.keepAlive || quiescing { closing = true }
         if head.isUpgrade {
             // The parser has stopped: unless a route takes the connection over, close after answering.
-            if case .found(let route, _) = request.match, case .upgrade = route.handler {} else { closing = true }
+            if case .found(let route, _) = match, case .upgrade = route.handler {} else { closing = true }
         }
-        let sequence = request.sequence
-        switch request.match {
+        switch match {
         case .notFound, .methodNotAllowed:
             enqueue(Slot(
-                sequence: sequence, method: head.method, route: nil, response: responseForUnrouted(request.match),
-                keepAlive: head.keepAlive, started: request.started))
+                sequence: sequence, method: head.method, route: nil, response: responseForUnrouted(match),
+                keepAlive: head.keepAlive, started: started))
         case .found(let route, let parameters):
             var slot = Slot(
                 sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
-                started: request.started)
+                started: started)
             let requestContext = RequestContext(
                 parameters: parameters, route: route.pattern, requestID: context.nextRequestID(),
                 remoteAddress: connection.remoteAddress, loop: connection.loop, logger: core.logger)
@@ -397,8 +439,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// Sends `100 Continue` once the request being read is the first without a response.
     private func sendContinueIfNeeded() {
-        guard slots.isEmpty, !closing, let request = incoming, request.needsContinue, !request.continueSent else { return }
-        incoming?.continueSent = true
+        guard continueState == .due, slots.isEmpty, !closing, incoming != nil else { return }
+        continueState = .sent
         connection.write(HTTPResponseSerializer.continueResponse)
     }
 
@@ -445,7 +487,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         if closed || handedOver {
             wanted = .none
         } else {
-            switch parser.phase {
+            switch parserPhase {
             case .head: wanted = closing ? .none : .head
             case .body: wanted = incoming != nil && !closing ? .body : .none
             case .idle: wanted = slots.isEmpty && !closing ? .idle : .none

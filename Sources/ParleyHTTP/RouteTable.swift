@@ -10,7 +10,9 @@ public enum RouteMatch: Sendable {
 ///
 /// Lookup walks the raw path bytes without splitting them into strings; a segment is decoded only
 /// if it has a `%`, and parameter values become strings only for the route that wins. `HEAD` falls
-/// back to the `GET` route.
+/// back to the `GET` route. A request whose raw path and method are exactly those of an
+/// all-literal route (`GET /health`) is found by a byte comparison before the walk, which would
+/// find that same route first.
 public struct RouteTable: Sendable {
     struct Node: Sendable {
         var literals: [(segment: [UInt8], child: Int)] = []
@@ -19,19 +21,49 @@ public struct RouteTable: Sendable {
         var routes: [Route] = []
     }
 
+    /// An all-literal route's canonical path in `literalPaths`.
+    private struct LiteralRoute {
+        let start: Int
+        let count: Int
+        let method: HTTPMethod
+        let route: Int
+    }
+
     private var nodes: [Node] = [Node()]
+    private var literalPaths: [UInt8] = []
+    private var literalRoutes: [LiteralRoute] = []
     /// Every route, in registration order.
     public let routes: [Route]
 
     init(routes: [Route]) {
         self.routes = routes
-        for route in routes {
+        for (position, route) in routes.enumerated() {
             var node = 0
+            var literal = true
             for segment in RoutePattern.segments(of: route.pattern) {
+                if case .literal = segment {} else { literal = false }
                 node = child(of: node, for: segment)
             }
             nodes[node].routes.append(route)
+            // A pattern with `%` is compared decoded by the walk, so it cannot be matched raw.
+            if literal, !route.pattern.utf8.contains(.percent) {
+                literalRoutes.append(LiteralRoute(start: literalPaths.count, count: route.pattern.utf8.count, method: route.method, route: position))
+                literalPaths.append(contentsOf: route.pattern.utf8)
+            }
         }
+    }
+
+    /// The all-literal route whose canonical path is exactly `rawPath`, for `method`.
+    private func literalRoute(_ method: HTTPMethod, _ rawPath: UnsafeBufferPointer<UInt8>) -> Route? {
+        for entry in literalRoutes where entry.count == rawPath.count && entry.method == method {
+            let equal = literalPaths.withUnsafeBufferPointer { paths in
+                var index = 0
+                while index < entry.count, paths[entry.start + index] == rawPath[index] { index += 1 }
+                return index == entry.count
+            }
+            if equal { return routes[entry.route] }
+        }
+        return nil
     }
 
     private mutating func child(of node: Int, for segment: RoutePattern.Segment) -> Int {
@@ -70,6 +102,7 @@ public struct RouteTable: Sendable {
     }
 
     func match(_ method: HTTPMethod, rawPath: UnsafeBufferPointer<UInt8>) -> RouteMatch {
+        if let route = literalRoute(method, rawPath) { return .found(route, PathParameters()) }
         var search = Search()
         if self.search(0, rawPath, 0, method, &search), let (route, captures) = search.found {
             var parameters = PathParameters()
