@@ -135,6 +135,21 @@ public struct HTTPHeaders: Sendable {
         }
     }
 
+    /// `containsToken(_:in:)` for literals: whether a `lowercaseName` field's list has `lowercaseToken`.
+    func containsToken(_ lowercaseToken: StaticString, inField lowercaseName: StaticString) -> Bool {
+        for index in fields.indices where Int(fields[index].nameLength) == lowercaseName.utf8CodeUnitCount && nameIs(index, lowercaseName) {
+            let found = withValueBytes(at: index) { value in
+                var found = false
+                HTTPHeaders.forEachListElement(value) { element in
+                    if !found, HTTPCharacterClass.equalsCaseInsensitive(element, lowercaseToken) { found = true }
+                }
+                return found
+            }
+            if found { return true }
+        }
+        return false
+    }
+
     func withValueBytes<R>(at index: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
         let field = fields[index]
         return try storage.withUnsafeBufferPointer { bytes in

@@ -13,7 +13,15 @@ public struct HTTPRequestHead: Sendable {
     /// The header fields; mutable so middleware can add or replace fields.
     public var headers: HTTPHeaders
     /// The percent-decoded path (`/` for an absolute-form target without a path, `*` for asterisk-form).
-    public let path: String
+    ///
+    /// Decoded on each use (the parser has checked that it decodes): many requests never ask.
+    public var path: String {
+        guard !pathSpan.range.isEmpty else { return "/" }
+        return raw.withUnsafeBufferPointer { bytes in
+            let rawPath = UnsafeBufferPointer(rebasing: bytes[pathSpan.range])
+            return PercentDecoding.decodePath(rawPath) ?? String(decoding: rawPath, as: UTF8.self)
+        }
+    }
     /// Whether the connection stays open after this request (HTTP/1.1 unless `close`; HTTP/1.0 only with `keep-alive`).
     public let keepAlive: Bool
     /// `Expect: 100-continue` on an HTTP/1.1 request.
@@ -49,7 +57,6 @@ public struct HTTPRequestHead: Sendable {
         self.pathSpan = HeadSpan(target.pathRange)
         self.querySpan = target.queryRange.map(HeadSpan.init) ?? HeadSpan(0..<0)
         self.hasQuery = target.queryRange != nil
-        self.path = target.path
         self.keepAlive = keepAlive
         self.expectContinue = expectContinue
         self.isUpgrade = isUpgrade
@@ -160,7 +167,9 @@ struct HTTPRequestTarget {
     var targetRange: Range<Int>
     var pathRange: Range<Int>
     var queryRange: Range<Int>?
-    var path: String
+
+    /// Before the request line is parsed.
+    static let none = HTTPRequestTarget(targetRange: 0..<0, pathRange: 0..<0, queryRange: nil)
 
     /// Parses `target` (exactly the request-target's bytes); the ranges are shifted by `offset`,
     /// the target's position in the head bytes.
@@ -183,7 +192,7 @@ struct HTTPRequestTarget {
         let first = bytes[range.lowerBound]
         if first == .asterisk {
             guard range.count == 1 else { throw .invalidTarget }
-            return HTTPRequestTarget(targetRange: range, pathRange: range, queryRange: nil, path: "*")
+            return HTTPRequestTarget(targetRange: range, pathRange: range, queryRange: nil)
         }
         if first != .slash {
             pathStart = try authorityEnd(bytes, from: range.lowerBound, to: end)
@@ -191,16 +200,10 @@ struct HTTPRequestTarget {
         var pathEnd = pathStart
         while pathEnd < end, bytes[pathEnd] != .questionMark { pathEnd += 1 }
         let queryRange: Range<Int>? = pathEnd < end ? (pathEnd + 1)..<end : nil
-        let path: String
-        if pathEnd == pathStart {
-            path = "/"
-        } else {
-            guard let decoded = PercentDecoding.decodePath(UnsafeBufferPointer(rebasing: bytes[pathStart..<pathEnd])) else {
-                throw .invalidTarget
-            }
-            path = decoded
-        }
-        return HTTPRequestTarget(targetRange: range, pathRange: pathStart..<pathEnd, queryRange: queryRange, path: path)
+        // The path must decode (`HTTPRequestHead.path` decodes it when asked); without `%` it does.
+        let rawPath = UnsafeBufferPointer(rebasing: bytes[pathStart..<pathEnd])
+        if rawPath.contains(.percent), PercentDecoding.decodePath(rawPath) == nil { throw .invalidTarget }
+        return HTTPRequestTarget(targetRange: range, pathRange: pathStart..<pathEnd, queryRange: queryRange)
     }
 
     /// For absolute-form: checks `http://` or `https://` (any case) and returns where the path starts.

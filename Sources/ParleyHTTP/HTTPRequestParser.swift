@@ -54,7 +54,7 @@ public struct HTTPRequestParser {
         var method = HTTPMethod.get
         var targetStart = 0
         var targetEnd = 0
-        var target: HTTPRequestTarget?
+        var target = HTTPRequestTarget.none
         var versionIndex = 0
         var versionMinor: UInt8 = 0
         var nameStart = 0
@@ -97,8 +97,10 @@ public struct HTTPRequestParser {
     /// Whether the bytes from `runStart` in the current input belong to the head and are not yet in `head`.
     private(set) var inHead = false
     private var runStart = 0
-    /// The head `consume` just completed, until `takeHead` moves it out.
-    private var completedHead: HTTPRequestHead?
+    /// Whether `consume` completed a head that `takeHead` has not built yet (from `head`, `fields`
+    /// and `message`, which stay untouched until then).
+    private var headCompleted = false
+    private var completedFraming = HTTPBodyFraming.contentLength(0)
 
     /// What one byte completed.
     private enum Produced {
@@ -164,10 +166,19 @@ public struct HTTPRequestParser {
         }
     }
 
-    /// The head `advance` just reported.
+    /// The head `advance` just reported, moved out of the parser.
     mutating func takeHead() -> HTTPRequestHead {
-        guard let head = completedHead.take() else { preconditionFailure("HTTPRequestParser: no completed head") }
-        return head
+        precondition(headCompleted, "HTTPRequestParser: no completed head")
+        headCompleted = false
+        let raw = head
+        let headers = HTTPHeaders(storage: raw, fields: fields)
+        head = []
+        fields = []
+        let isHTTP11 = message.versionMinor == 1
+        return HTTPRequestHead(
+            method: message.method, version: isHTTP11 ? .http1_1 : .http1_0, headers: headers, raw: raw,
+            target: message.target, keepAlive: message.keepAlive, expectContinue: isHTTP11 && message.expectContinue,
+            isUpgrade: message.isUpgrade, bodyFraming: completedFraming)
     }
 
     private mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (step: Step, consumed: Int) {
@@ -188,6 +199,11 @@ public struct HTTPRequestParser {
                 remaining -= take
                 if remaining == 0 { state = state == .fixedBody ? .messageEnd : .chunkDataCR }
                 return (.body(UnsafeRawBufferPointer(rebasing: input[index..<(index + take)])), index + take)
+            case .start where head.isEmpty && message.leadingBytes == 0:
+                if let end = parseWholeHead(bytes, from: index) {
+                    try completeHead()
+                    return (.head, end)
+                }
             case .method:
                 // Up to the longest method name; the byte after the run goes to `consume`.
                 let end = min(count, headLimit)
@@ -406,7 +422,7 @@ public struct HTTPRequestParser {
             } else {
                 flush(bytes, upTo: index + 1)
             }
-            completedHead = try completeHead()
+            try completeHead()
             return .head
 
         case .chunkSize:
@@ -459,6 +475,85 @@ public struct HTTPRequestParser {
             preconditionFailure("HTTPRequestParser: state \(state) is handled by step()")
         }
         return .nothing
+    }
+
+    /// Parses a head that lies whole in `bytes` from `start` in one pass, when it is well-formed
+    /// and within the limits (the common case); returns the index after it, ready for
+    /// `completeHead`. Returns nil, having changed nothing but the capacity of `fields`, for
+    /// anything else: the byte-by-byte path then waits for more input or finds the exact error
+    /// at the exact byte, exactly as if this had not been tried.
+    private mutating func parseWholeHead(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        // The head may use positions start ..< start + maxHeadBytes.
+        let limit = min(bytes.count, start + limits.maxHeadBytes)
+        var index = start
+        while index < limit, HTTPCharacterClass.isToken(bytes[index]) { index += 1 }
+        guard index > start, index - start <= HTTPMethod.maxLength, index < limit, bytes[index] == .space,
+              let method = HTTPMethod(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index])) else { return nil }
+        index += 1
+        let targetStart = index
+        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) { index += 1 }
+        guard index > targetStart, index < limit, bytes[index] == .space else { return nil }
+        let targetEnd = index
+        index += 1
+        guard limit - index >= 10, let minor = HTTPRequestParser.version(UnsafeBufferPointer(rebasing: bytes[index..<(index + 8)])),
+              bytes[index + 8] == .cr, bytes[index + 9] == .lf else { return nil }
+        index += 10
+        guard let target = try? HTTPRequestTarget.parse(UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), at: targetStart - start) else {
+            return nil
+        }
+        var parsed = Message()
+        parsed.method = method
+        parsed.versionMinor = minor
+        parsed.target = target
+        if fields.capacity == 0 { fields.reserveCapacity(16) }
+        while true {
+            guard index + 1 < limit else { return giveUpWholeHead() }
+            if bytes[index] == .cr {
+                guard bytes[index + 1] == .lf else { return giveUpWholeHead() }
+                index += 2
+                break
+            }
+            let nameStart = index
+            while index < limit, HTTPCharacterClass.isToken(bytes[index]) { index += 1 }
+            guard index > nameStart, index < limit, bytes[index] == .colon else { return giveUpWholeHead() }
+            let nameEnd = index
+            index += 1
+            while index < limit, HTTPCharacterClass.isWhitespace(bytes[index]) { index += 1 }
+            let valueStart = index
+            var valueEnd = index
+            while index < limit {
+                let byte = bytes[index]
+                guard HTTPCharacterClass.isFieldValue(byte) else { break }
+                index += 1
+                if !HTTPCharacterClass.isWhitespace(byte) { valueEnd = index }
+            }
+            guard index + 1 < limit, bytes[index] == .cr, bytes[index + 1] == .lf, fields.count < limits.maxHeaderCount else {
+                return giveUpWholeHead()
+            }
+            index += 2
+            fields.append(HTTPHeaders.Field(
+                nameStart: UInt32(nameStart - start), nameLength: UInt32(nameEnd - nameStart),
+                valueStart: UInt32(valueStart - start), valueLength: UInt32(valueEnd - valueStart)))
+            if nameEnd - nameStart >= 4, nameEnd - nameStart <= 17 {
+                do {
+                    try HTTPRequestParser.interpret(
+                        name: UnsafeBufferPointer(rebasing: bytes[nameStart..<nameEnd]),
+                        value: UnsafeBufferPointer(rebasing: bytes[valueStart..<valueEnd]),
+                        into: &parsed)
+                } catch {
+                    return giveUpWholeHead()
+                }
+            }
+        }
+        message = parsed
+        head = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        inHead = true
+        return index
+    }
+
+    private mutating func giveUpWholeHead() -> Int? {
+        fields.removeAll(keepingCapacity: true)
+        return nil
     }
 
     /// The minor version of exactly `HTTP/1.1` or `HTTP/1.0`, else nil.
@@ -664,8 +759,8 @@ public struct HTTPRequestParser {
         }
     }
 
-    /// The header section ended: decide framing and persistence, hand the head bytes over.
-    private mutating func completeHead() throws(HTTPParserError) -> HTTPRequestHead {
+    /// The header section ended: decide framing and persistence; `takeHead` builds the head.
+    private mutating func completeHead() throws(HTTPParserError) {
         inHead = false
         let isHTTP11 = message.versionMinor == 1
         let framing: HTTPBodyFraming
@@ -683,15 +778,8 @@ public struct HTTPRequestParser {
         if message.unsupportedExpectation, isHTTP11 { throw .unsupportedExpectation }
         message.keepAlive = isHTTP11 ? !message.connectionClose : message.connectionKeepAlive && !message.connectionClose
         message.isUpgrade = isHTTP11 && message.connectionUpgrade && message.hasUpgrade
-        guard let target = message.target else { preconditionFailure("HTTPRequestParser: head without target") }
-        let raw = head
-        let headers = HTTPHeaders(storage: raw, fields: fields)
-        head = []
-        fields = []
-        let result = HTTPRequestHead(
-            method: message.method, version: isHTTP11 ? .http1_1 : .http1_0, headers: headers, raw: raw,
-            target: target, keepAlive: message.keepAlive, expectContinue: isHTTP11 && message.expectContinue,
-            isUpgrade: message.isUpgrade, bodyFraming: framing)
+        completedFraming = framing
+        headCompleted = true
         switch framing {
         case .chunked:
             remaining = 0
@@ -702,7 +790,6 @@ public struct HTTPRequestParser {
         case .contentLength:
             state = .messageEnd
         }
-        return result
     }
 
     private mutating func finishMessage() {

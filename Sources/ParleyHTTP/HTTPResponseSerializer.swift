@@ -15,41 +15,62 @@ public enum HTTPResponseSerializer {
     public static func writeHead(
         _ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, dateHeaderLine: [UInt8], into buffer: inout [UInt8]
     ) {
+        var output = ArrayOutput(bytes: buffer)
+        buffer = []
+        writeHead(response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: dateHeaderLine, into: &output)
+        buffer = output.bytes
+    }
+
+    /// `writeHead` into any byte sink (the server writes into a loop's scratch memory).
+    @inline(__always)
+    static func writeHead<Output: ResponseOutput>(
+        _ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, dateHeaderLine: [UInt8], into output: inout Output
+    ) {
         let status = response.status
         let headers = response.headers
         let switching = status.code == 101
-        appendStatusLine(status, into: &buffer)
+        appendStatusLine(status, into: &output)
         var handlerContentLength: Int?
         var hasDate = false
         for index in 0..<headers.count {
-            if headers.nameIs(index, "date") { hasDate = true }
-            if headRequest, handlerContentLength == nil, headers.nameIs(index, "content-length") {
-                handlerContentLength = headers.withValueBytes(at: index) { Int(decimal: $0) }
+            switch headers.fields[index].nameLength {
+            case 4:
+                if headers.nameIs(index, "date") { hasDate = true }
+            case 14:
+                if headRequest, handlerContentLength == nil, headers.nameIs(index, "content-length") {
+                    handlerContentLength = headers.withValueBytes(at: index) { Int(decimal: $0) }
+                }
+            default:
+                break
             }
         }
-        if !hasDate { buffer.append(contentsOf: dateHeaderLine) }
+        if !hasDate { dateHeaderLine.withUnsafeBytes { output.append($0) } }
         if status.allowsContent {
             let length = headRequest && response.body.isEmpty ? (handlerContentLength ?? 0) : response.body.count
-            append("Content-Length: ", into: &buffer)
-            appendDecimal(length, into: &buffer)
-            buffer.append(contentsOf: [UInt8.cr, .lf])
+            output.append("Content-Length: ")
+            appendDecimal(length, into: &output)
+            output.append("\r\n")
         }
         if !switching {
-            append(keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n", into: &buffer)
+            output.append(keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n")
         }
-        headers.storage.withUnsafeBufferPointer { storage in
+        headers.storage.withUnsafeBytes { storage in
             for (index, field) in headers.fields.enumerated() {
-                if headers.nameIs(index, "content-length") || headers.nameIs(index, "transfer-encoding") { continue }
-                if !switching, headers.nameIs(index, "connection") { continue }
+                switch field.nameLength {
+                case 14: if headers.nameIs(index, "content-length") { continue }
+                case 17: if headers.nameIs(index, "transfer-encoding") { continue }
+                case 10: if !switching, headers.nameIs(index, "connection") { continue }
+                default: break
+                }
                 let nameStart = Int(field.nameStart)
                 let valueStart = Int(field.valueStart)
-                buffer.append(contentsOf: UnsafeBufferPointer(rebasing: storage[nameStart..<(nameStart + Int(field.nameLength))]))
-                buffer.append(contentsOf: [UInt8.colon, .space])
-                buffer.append(contentsOf: UnsafeBufferPointer(rebasing: storage[valueStart..<(valueStart + Int(field.valueLength))]))
-                buffer.append(contentsOf: [UInt8.cr, .lf])
+                output.append(UnsafeRawBufferPointer(rebasing: storage[nameStart..<(nameStart + Int(field.nameLength))]))
+                output.append(": ")
+                output.append(UnsafeRawBufferPointer(rebasing: storage[valueStart..<(valueStart + Int(field.valueLength))]))
+                output.append("\r\n")
             }
         }
-        buffer.append(contentsOf: [UInt8.cr, .lf])
+        output.append("\r\n")
     }
 
     /// Whether the body bytes go on the wire after the head.
@@ -60,47 +81,88 @@ public enum HTTPResponseSerializer {
     /// `HTTP/1.1 100 Continue\r\n\r\n`.
     public static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
-    static func appendStatusLine(_ status: HTTPStatus, into buffer: inout [UInt8]) {
-        switch status.code {
-        case 200: append("HTTP/1.1 200 OK\r\n", into: &buffer)
-        case 201: append("HTTP/1.1 201 Created\r\n", into: &buffer)
-        case 204: append("HTTP/1.1 204 No Content\r\n", into: &buffer)
-        case 400: append("HTTP/1.1 400 Bad Request\r\n", into: &buffer)
-        case 404: append("HTTP/1.1 404 Not Found\r\n", into: &buffer)
-        default:
-            append("HTTP/1.1 ", into: &buffer)
-            appendDecimal(status.code, into: &buffer)
-            buffer.append(.space)
-            buffer.append(contentsOf: status.reasonPhrase.utf8)
-            buffer.append(contentsOf: [UInt8.cr, .lf])
-        }
-    }
-
     @inline(__always)
-    static func append(_ literal: StaticString, into buffer: inout [UInt8]) {
-        buffer.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    static func appendStatusLine<Output: ResponseOutput>(_ status: HTTPStatus, into output: inout Output) {
+        switch status.code {
+        case 200: output.append("HTTP/1.1 200 OK\r\n")
+        case 201: output.append("HTTP/1.1 201 Created\r\n")
+        case 204: output.append("HTTP/1.1 204 No Content\r\n")
+        case 400: output.append("HTTP/1.1 400 Bad Request\r\n")
+        case 404: output.append("HTTP/1.1 404 Not Found\r\n")
+        default:
+            output.append("HTTP/1.1 ")
+            appendDecimal(status.code, into: &output)
+            output.append(" ")
+            var reason = status.reasonPhrase
+            reason.withUTF8 { output.append(UnsafeRawBufferPointer($0)) }
+            output.append("\r\n")
+        }
     }
 
-    static func appendDecimal(_ value: Int, into buffer: inout [UInt8]) {
+    static func appendDecimal<Output: ResponseOutput>(_ value: Int, into output: inout Output) {
         precondition(value >= 0, "negative decimal")
-        if value < 10 {
-            buffer.append(UInt8(0x30 + value))
-            return
-        }
         var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
             (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var count = 0
         var rest = value
         withUnsafeMutableBytes(of: &digits) { scratch in
-            while rest > 0 {
-                scratch[19 - count] = UInt8(0x30 + rest % 10)
+            repeat {
+                scratch[19 - count] = UInt8(truncatingIfNeeded: 0x30 + rest % 10)
                 rest /= 10
                 count += 1
-            }
-            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[(20 - count)...]))
+            } while rest > 0
+            output.append(UnsafeRawBufferPointer(rebasing: scratch[(20 - count)...]))
         }
     }
+}
+
+/// Where the serializer writes bytes.
+protocol ResponseOutput {
+    mutating func append(_ bytes: UnsafeRawBufferPointer)
+}
+
+extension ResponseOutput {
+    @inline(__always)
+    mutating func append(_ literal: StaticString) {
+        append(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+}
+
+/// An array being appended to.
+struct ArrayOutput: ResponseOutput {
+    var bytes: [UInt8]
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes.append(contentsOf: bytes)
+    }
+}
+
+/// Fixed memory filled front to back; what does not fit is dropped and `overflowed` set, so the
+/// caller falls back to an `ArrayOutput`.
+struct ScratchOutput: ResponseOutput {
+    let start: UnsafeMutableRawPointer
+    let capacity: Int
+    private(set) var count = 0
+    private(set) var overflowed = false
+
+    init(start: UnsafeMutableRawPointer, capacity: Int) {
+        self.start = start
+        self.capacity = capacity
+    }
+
+    @inline(__always)
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count <= capacity - count else {
+            overflowed = true
+            return
+        }
+        if let source = bytes.baseAddress { (start + count).copyMemory(from: source, byteCount: bytes.count) }
+        count += bytes.count
+    }
+
+    /// The bytes written.
+    var written: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: count) }
 }
 
 extension Int {

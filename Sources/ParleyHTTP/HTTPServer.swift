@@ -167,8 +167,10 @@ final class HTTPLoopContext: @unchecked Sendable {
     /// The server observer's recorder for this loop.
     let observer: (any HTTPLoopObserver)?
     var dateCache = HTTPDateCache()
-    /// Reused for every response head written on this loop.
-    var headBuffer: [UInt8] = []
+    /// Every response is serialized here (head and a small body) and sent from here; only what
+    /// the socket does not take at once is copied into the connection's queue.
+    let scratch: UnsafeMutableRawPointer
+    static let scratchCapacity = 32 << 10
     private var connections: [ObjectIdentifier: HTTPServerConnection] = [:]
     private var nextRequestNumber: UInt64 = 0
     private var ticker: TimerID?
@@ -177,7 +179,11 @@ final class HTTPLoopContext: @unchecked Sendable {
     init(loop: EventLoop, observer: (any HTTPLoopObserver)?) {
         self.loop = loop
         self.observer = observer
-        headBuffer.reserveCapacity(4096)
+        scratch = .allocate(byteCount: HTTPLoopContext.scratchCapacity, alignment: 16)
+    }
+
+    deinit {
+        scratch.deallocate()
     }
 
     func start(interval: Duration) {

@@ -266,7 +266,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// A request was read completely: answer it (inline, 404/405), start its task, or hold its upgrade.
-    private func received(_ head: HTTPRequestHead, body requestBody: [UInt8], match: RouteMatch, sequence: UInt64, started: UInt64) {
+    private func received(_ head: consuming HTTPRequestHead, body requestBody: [UInt8], match: RouteMatch, sequence: UInt64, started: UInt64) {
         if !head.keepAlive || quiescing { closing = true }
         if head.isUpgrade {
             // The parser has stopped: unless a route takes the connection over, close after answering.
@@ -395,8 +395,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private func send(_ slot: Slot) -> Bool {
         guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
         let last = slots.isEmpty && incoming == nil
-        let keepAlive = slot.keepAlive && !(closing && last)
-            && (response.headers.isEmpty || !response.headers.containsToken("close", in: "Connection"))
+        let keepAlive = slot.keepAlive && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
         write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
         if let observer = context.observer { report(slot, status: response.status, to: observer) }
         if !keepAlive {
@@ -421,20 +420,23 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool) {
-        var buffer = context.headBuffer
-        context.headBuffer = []
-        buffer.removeAll(keepingCapacity: true)
-        HTTPResponseSerializer.writeHead(
-            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &buffer)
         let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest)
-        if sendsBody && response.body.count <= 16 << 10 {
-            buffer.append(contentsOf: response.body)
-            connection.write(buffer)
-        } else {
-            connection.write(buffer)
-            if sendsBody { connection.write(response.body) }
+        let inlineBody = sendsBody && response.body.count <= 16 << 10
+        var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
+        HTTPResponseSerializer.writeHead(
+            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &scratch)
+        if inlineBody { response.body.withUnsafeBytes { scratch.append($0) } }
+        if !scratch.overflowed {
+            connection.write(scratch.written)
+            if sendsBody && !inlineBody { connection.write(response.body) }
+            return
         }
-        context.headBuffer = buffer
+        // A head too large for the scratch memory.
+        var head: [UInt8] = []
+        HTTPResponseSerializer.writeHead(
+            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &head)
+        connection.write(head)
+        if sendsBody { connection.write(response.body) }
     }
 
     /// Sends `100 Continue` once the request being read is the first without a response.

@@ -74,6 +74,27 @@ public final class Connection: IOHandler {
         }
     }
 
+    /// Writes what the socket takes of `bytes` now and queues a copy of the rest; `bytes` need
+    /// only stay valid during the call (a loop's scratch memory, say).
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        guard state == .open, !bytes.isEmpty else { return }
+        guard pending == 0 else {
+            enqueue(Array(bytes), offset: 0)
+            return
+        }
+        let written = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+        if written == bytes.count { return }
+        if written < 0 {
+            guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                closeNow()
+                return
+            }
+            enqueue(Array(bytes), offset: 0)
+        } else {
+            enqueue(Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0)
+        }
+    }
+
     /// Queues the readable bytes of `buffer`.
     public func write(_ buffer: ByteBuffer) {
         write(buffer.readableArray)
