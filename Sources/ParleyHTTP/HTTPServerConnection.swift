@@ -21,6 +21,23 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var keepAlive: Bool
         let started: UInt64
         var upgradePending = false
+        /// The answer of a `constant` route (instead of `response`).
+        var constant: ConstantResponse?
+
+        init(
+            sequence: UInt64, method: HTTPMethod?, route: Route?, response: HTTPResponse?, keepAlive: Bool, started: UInt64,
+            constant: ConstantResponse? = nil
+        ) {
+            self.sequence = sequence
+            self.method = method
+            self.route = route
+            self.response = response
+            self.keepAlive = keepAlive
+            self.started = started
+            self.constant = constant
+        }
+
+        var isReady: Bool { response != nil || constant != nil }
     }
 
     /// The request whose head has arrived and whose body is being read.
@@ -277,6 +294,10 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             enqueue(Slot(
                 sequence: sequence, method: head.method, route: nil, response: responseForUnrouted(match),
                 keepAlive: head.keepAlive, started: started))
+        case .found(let route, _) where route.constant != nil:
+            enqueue(Slot(
+                sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
+                started: started, constant: route.constant))
         case .found(let route, let parameters):
             var slot = Slot(
                 sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
@@ -307,7 +328,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// Queues a read request; one whose response is ready and that nothing precedes is written now.
     private func enqueue(_ slot: Slot) {
-        guard slots.isEmpty, slot.response != nil, !slot.upgradePending else {
+        guard slots.isEmpty, slot.isReady, !slot.upgradePending else {
             slots.append(slot)
             return
         }
@@ -383,7 +404,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 performUpgrade()
                 return
             }
-            guard slots[0].response != nil else { break }
+            guard slots[0].isReady else { break }
             let slot = slots.removeFirst()
             guard send(slot) else { break }
         }
@@ -393,11 +414,18 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     /// Writes the response of `slot`, which was at the front of the queue (and is out of it now);
     /// returns false when the connection closes after it.
     private func send(_ slot: Slot) -> Bool {
-        guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
         let last = slots.isEmpty && incoming == nil
-        let keepAlive = slot.keepAlive && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
-        write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
-        if let observer = context.observer { report(slot, status: response.status, to: observer) }
+        let keepAlive: Bool
+        if let constant = slot.constant {
+            keepAlive = slot.keepAlive && !(closing && last) && !constant.asksToClose
+            write(constant, keepAlive: keepAlive, headRequest: slot.method == .head)
+            if let observer = context.observer { report(slot, status: constant.response.status, to: observer) }
+        } else {
+            guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
+            keepAlive = slot.keepAlive && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
+            write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
+            if let observer = context.observer { report(slot, status: response.status, to: observer) }
+        }
         if !keepAlive {
             closing = true
             slots.removeAll()
@@ -437,6 +465,19 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &head)
         connection.write(head)
         if sendsBody { connection.write(response.body) }
+    }
+
+    private func write(_ constant: ConstantResponse, keepAlive: Bool, headRequest: Bool) {
+        var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
+        let bodyLeft = constant.write(
+            keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, inlineBodyLimit: 16 << 10,
+            into: &scratch)
+        guard !scratch.overflowed else {
+            write(constant.response, keepAlive: keepAlive, headRequest: headRequest)
+            return
+        }
+        connection.write(scratch.written)
+        if bodyLeft { connection.write(constant.response.body) }
     }
 
     /// Sends `100 Continue` once the request being read is the first without a response.

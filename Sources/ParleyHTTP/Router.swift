@@ -17,13 +17,16 @@ public final class Route: Sendable {
     public let index: Int
     /// Names of the pattern's parameters in order (`*` for a trailing wildcard).
     let parameterNames: [String]
+    /// For a route registered with `constant`: the response its inline handler returns, serialized.
+    let constant: ConstantResponse?
 
-    init(method: HTTPMethod, pattern: String, handler: RouteHandler, index: Int, parameterNames: [String]) {
+    init(method: HTTPMethod, pattern: String, handler: RouteHandler, index: Int, parameterNames: [String], constant: ConstantResponse?) {
         self.method = method
         self.pattern = pattern
         self.handler = handler
         self.index = index
         self.parameterNames = parameterNames
+        self.constant = constant
     }
 }
 
@@ -59,6 +62,17 @@ public final class Router {
     @discardableResult
     public func inline(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPInlineHandler) -> Router {
         register(method, pattern, handler: .inline(handler))
+        return self
+    }
+
+    /// Registers an inline route that always answers `response` (health checks, fixed documents).
+    ///
+    /// The same as `inline` with a handler returning `response`, but the response is serialized
+    /// once here and each request only copies its bytes around the current `Date` line: no request
+    /// value, context or handler call.
+    @discardableResult
+    public func constant(_ method: HTTPMethod, _ pattern: String, response: HTTPResponse) -> Router {
+        register(method, pattern, handler: .inline({ _, _ in response }), constant: ConstantResponse(response))
         return self
     }
 
@@ -99,7 +113,7 @@ public final class Router {
         register(method, pattern, handler: .async(wrapped))
     }
 
-    func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler) {
+    func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler, constant: ConstantResponse? = nil) {
         let segments = RoutePattern.segments(of: pattern)
         let canonical = RoutePattern.canonical(segments)
         let shape = "\(method.rawValue) " + segments.map { segment in
@@ -117,7 +131,8 @@ public final class Router {
             case .wildcard: "*"
             }
         }
-        routes.append(Route(method: method, pattern: canonical, handler: handler, index: routes.count, parameterNames: names))
+        routes.append(Route(
+            method: method, pattern: canonical, handler: handler, index: routes.count, parameterNames: names, constant: constant))
     }
 }
 
@@ -146,6 +161,13 @@ public struct RouterGroup {
     @discardableResult
     public func inline(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPInlineHandler) -> RouterGroup {
         router.register(method, RoutePattern.join(prefix, pattern), handler: .inline(handler))
+        return self
+    }
+
+    /// See `Router.constant(_:_:response:)`.
+    @discardableResult
+    public func constant(_ method: HTTPMethod, _ pattern: String, response: HTTPResponse) -> RouterGroup {
+        router.register(method, RoutePattern.join(prefix, pattern), handler: .inline({ _, _ in response }), constant: ConstantResponse(response))
         return self
     }
 

@@ -16,9 +16,7 @@ public struct HealthEndpoints: Sendable {
 
     /// Registers the three endpoints on `router`.
     public func register(on router: Router) {
-        router.inline(.get, "/health") { _, _ in
-            HealthEndpoints.healthResponse
-        }
+        router.constant(.get, "/health", response: HealthEndpoints.healthResponse)
         router.inline(.get, "/metrics") { [metrics] _, _ in
             var headers = HTTPHeaders()
             headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
