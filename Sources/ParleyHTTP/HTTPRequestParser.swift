@@ -166,6 +166,39 @@ public struct HTTPRequestParser {
         }
     }
 
+    /// What routing needs of the head `advance` just reported, before `takeHead` or `discardHead`.
+    struct CompletedHead {
+        let method: HTTPMethod
+        let keepAlive: Bool
+        let isUpgrade: Bool
+        let hasBody: Bool
+    }
+
+    /// The head `advance` just reported, without building it (`mutating` only so that a caller
+    /// holding the parser in a class property reads it in place instead of copying the parser).
+    mutating func completedHead() -> CompletedHead {
+        precondition(headCompleted, "HTTPRequestParser: no completed head")
+        let hasBody: Bool
+        if case .contentLength(0) = completedFraming { hasBody = false } else { hasBody = true }
+        return CompletedHead(method: message.method, keepAlive: message.keepAlive, isUpgrade: message.isUpgrade, hasBody: hasBody)
+    }
+
+    /// Looks the head `advance` just reported up in `routes` (see `completedHead` for `mutating`).
+    mutating func matchCompletedHead(in routes: RouteTable) -> RouteMatch {
+        precondition(headCompleted, "HTTPRequestParser: no completed head")
+        let method = message.method
+        let path = message.target.pathRange
+        return head.withUnsafeBufferPointer { routes.match(method, rawPath: UnsafeBufferPointer(rebasing: $0[path])) }
+    }
+
+    /// Drops the head `advance` just reported without building it; its memory is reused for the next.
+    mutating func discardHead() {
+        precondition(headCompleted, "HTTPRequestParser: no completed head")
+        headCompleted = false
+        head.removeAll(keepingCapacity: true)
+        fields.removeAll(keepingCapacity: true)
+    }
+
     /// The head `advance` just reported, moved out of the parser.
     mutating func takeHead() -> HTTPRequestHead {
         precondition(headCompleted, "HTTPRequestParser: no completed head")
@@ -416,8 +449,8 @@ public struct HTTPRequestParser {
         case .headersEndLF:
             guard byte == .lf else { throw .bareCarriageReturn }
             if head.isEmpty {
-                // The whole head is in this input: one exact-size copy.
-                head = Array(UnsafeBufferPointer(rebasing: bytes[runStart...index]))
+                // The whole head is in this input: one copy (into reused memory after `discardHead`).
+                head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...index]))
                 runStart = index + 1
             } else {
                 flush(bytes, upTo: index + 1)
@@ -546,7 +579,7 @@ public struct HTTPRequestParser {
             }
         }
         message = parsed
-        head = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
         inHead = true
         return index
     }

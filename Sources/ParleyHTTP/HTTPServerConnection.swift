@@ -193,17 +193,24 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     }
                     return
                 case .head:
-                    let head = parser.takeHead()
-                    guard head.hasBody else {
-                        // Complete already: the parser's `.end` follows without using any input.
-                        guard case (.end, 0) = try parser.advance(in: UnsafeRawBufferPointer(rebasing: input[offset...])) else {
-                            preconditionFailure("HTTPServerConnection: a bodiless head not followed by its end")
-                        }
-                        let match = core.routes.match(head)
-                        received(head, body: [], match: match, sequence: takeSequence(), started: startTime())
+                    let completed = parser.completedHead()
+                    let match = parser.matchCompletedHead(in: core.routes)
+                    guard !completed.hasBody else {
+                        receivedHead(parser.takeHead(), match: match)
                         continue
                     }
-                    receivedHead(head)
+                    // Complete already: the parser's `.end` follows without using any input.
+                    if case .found(let route, _) = match, let constant = route.constant {
+                        // The head itself is not needed: no request value is made.
+                        parser.discardHead()
+                        try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
+                        answer(constant, route: route, method: completed.method, keepAlive: completed.keepAlive,
+                               isUpgrade: completed.isUpgrade, sequence: takeSequence(), started: startTime())
+                        continue
+                    }
+                    let head = parser.takeHead()
+                    try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
+                    received(head, body: [], match: match, sequence: takeSequence(), started: startTime())
                 case .body(let chunk): body.append(contentsOf: chunk)
                 case .end: receivedEnd()
                 }
@@ -236,19 +243,25 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         updateDeadline()
     }
 
+    /// Takes the `.end` that follows a bodiless head (it uses no input).
+    private func expectEnd(_ input: UnsafeRawBufferPointer) throws(HTTPParserError) {
+        guard case (.end, 0) = try parser.advance(in: input) else {
+            preconditionFailure("HTTPServerConnection: a bodiless head not followed by its end")
+        }
+    }
+
     private func takeSequence() -> UInt64 {
         defer { nextSequence &+= 1 }
         return nextSequence
     }
 
-    /// When the request started, for the observer (0 without one: no clock read).
+    /// When the request started, for the observer: the time the loop woke up for it (no clock read).
     private func startTime() -> UInt64 {
-        context.observer != nil ? EventLoop.monotonicNanoseconds() : 0
+        connection.loop.iterationNanoseconds
     }
 
     /// A head with a body: the body is read next.
-    private func receivedHead(_ head: HTTPRequestHead) {
-        let match = core.routes.match(head)
+    private func receivedHead(_ head: HTTPRequestHead, match: RouteMatch) {
         let sequence = takeSequence()
         let started = startTime()
         if head.expectContinue && head.hasBody {
@@ -326,8 +339,25 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
     }
 
+    /// A bodiless request for a `constant` route, answered without building its head: the same
+    /// steps as `received` for an inline route.
+    private func answer(
+        _ constant: ConstantResponse, route: Route, method: HTTPMethod, keepAlive: Bool, isUpgrade: Bool, sequence: UInt64, started: UInt64
+    ) {
+        // An inline route never takes an upgrade over: close after answering, like `received`.
+        if !keepAlive || quiescing || isUpgrade { closing = true }
+        guard slots.isEmpty else {
+            slots.append(Slot(
+                sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started, constant: constant))
+            return
+        }
+        // What `enqueue` and `send` do with a slot, without making one.
+        _ = send(constant, method: method, route: route, keepAlive: keepAlive, started: started)
+        finishWriting()
+    }
+
     /// Queues a read request; one whose response is ready and that nothing precedes is written now.
-    private func enqueue(_ slot: Slot) {
+    private func enqueue(_ slot: consuming Slot) {
         guard slots.isEmpty, slot.isReady, !slot.upgradePending else {
             slots.append(slot)
             return
@@ -378,7 +408,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         } else {
             slots.append(Slot(
                 sequence: nextSequence, method: nil, route: nil, response: response, keepAlive: false,
-                started: EventLoop.monotonicNanoseconds()))
+                started: startTime()))
             nextSequence &+= 1
         }
         core.logger.debug("closing after \(response.status)", [("connection", String(connection.id)), ("peer", connection.remoteAddress)])
@@ -413,19 +443,29 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// Writes the response of `slot`, which was at the front of the queue (and is out of it now);
     /// returns false when the connection closes after it.
-    private func send(_ slot: Slot) -> Bool {
-        let last = slots.isEmpty && incoming == nil
-        let keepAlive: Bool
+    private func send(_ slot: borrowing Slot) -> Bool {
         if let constant = slot.constant {
-            keepAlive = slot.keepAlive && !(closing && last) && !constant.asksToClose
-            write(constant, keepAlive: keepAlive, headRequest: slot.method == .head)
-            if let observer = context.observer { report(slot, status: constant.response.status, to: observer) }
-        } else {
-            guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
-            keepAlive = slot.keepAlive && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
-            write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
-            if let observer = context.observer { report(slot, status: response.status, to: observer) }
+            return send(constant, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
         }
+        guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
+        let last = slots.isEmpty && incoming == nil
+        let keepAlive = slot.keepAlive && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
+        write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
+        if let observer = context.observer { report(method: slot.method, route: slot.route, started: slot.started, status: response.status, to: observer) }
+        return sent(keepAlive: keepAlive)
+    }
+
+    /// `send` for a `constant` route's answer.
+    private func send(_ constant: ConstantResponse, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64) -> Bool {
+        let last = slots.isEmpty && incoming == nil
+        let keepAlive = requested && !(closing && last) && !constant.asksToClose
+        write(constant, keepAlive: keepAlive, headRequest: method == .head)
+        if let observer = context.observer { report(method: method, route: route, started: started, status: constant.response.status, to: observer) }
+        return sent(keepAlive: keepAlive)
+    }
+
+    /// After a response went out: closes after a last one, else sends a `100 Continue` now due.
+    private func sent(keepAlive: Bool) -> Bool {
         if !keepAlive {
             closing = true
             slots.removeAll()
@@ -487,9 +527,12 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         connection.write(HTTPResponseSerializer.continueResponse)
     }
 
-    private func report(_ slot: Slot, status: HTTPStatus, to observer: any HTTPLoopObserver) {
-        observer.requestCompleted(
-            method: slot.method, route: slot.route, status: status, nanoseconds: EventLoop.monotonicNanoseconds() &- slot.started)
+    /// A response answered in the loop turn that read its request is timed with that turn's clock
+    /// (0 ns: no clock read); a later one, an async handler's, is timed precisely.
+    private func report(method: HTTPMethod?, route: Route?, started: UInt64, status: HTTPStatus, to observer: any HTTPLoopObserver) {
+        let now = connection.loop.iterationNanoseconds
+        let ended = now == started ? now : EventLoop.monotonicNanoseconds()
+        observer.requestCompleted(method: method, route: route, status: status, nanoseconds: ended &- started)
     }
 
     private func performUpgrade() {
@@ -502,7 +545,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         switch action {
         case .accept(let response, let next):
             write(response, keepAlive: true, headRequest: false)
-            if let observer = context.observer { report(first, status: response.status, to: observer) }
+            if let observer = context.observer {
+                report(method: first.method, route: first.route, started: first.started, status: response.status, to: observer)
+            }
             slots.removeAll()
             handedOver = true
             closing = true

@@ -9,7 +9,8 @@ public protocol HTTPServerObserver: Sendable {
     /// - Parameters:
     ///   - method: nil when the request line could not be parsed.
     ///   - route: the matched pattern (`/parse/classes/:className`), nil for 404s, 405s and errors.
-    ///   - duration: from the complete request head to the response being written.
+    ///   - duration: from the loop turn that read the request head to the response being written
+    ///     (zero for a response written in that same turn, such as an inline route's).
     func requestCompleted(method: HTTPMethod?, route: String?, status: HTTPStatus, duration: Duration)
 
     /// The recorder the server calls instead of `requestCompleted` for the responses written on
@@ -29,7 +30,7 @@ extension HTTPServerObserver {
 public protocol HTTPLoopObserver: AnyObject {
     /// - Parameters:
     ///   - route: the matched route (`Route.index` identifies it cheaply), nil for 404s, 405s and errors.
-    ///   - nanoseconds: from the complete request head to the response being written.
+    ///   - nanoseconds: as `duration` in `HTTPServerObserver.requestCompleted`.
     func requestCompleted(method: HTTPMethod?, route: Route?, status: HTTPStatus, nanoseconds: UInt64)
 }
 

@@ -13,7 +13,9 @@ public enum RouteMatch: Sendable {
 /// back to the `GET` route. A request whose raw path and method are exactly those of an
 /// all-literal route (`GET /health`) is found by a byte comparison before the walk, which would
 /// find that same route first.
-public struct RouteTable: Sendable {
+///
+/// A class, so that handing the table to a lookup passes one reference, not its arrays.
+public final class RouteTable: Sendable {
     struct Node: Sendable {
         var literals: [(segment: [UInt8], child: Int)] = []
         var parameter: Int?
@@ -29,20 +31,23 @@ public struct RouteTable: Sendable {
         let route: Int
     }
 
-    private var nodes: [Node] = [Node()]
-    private var literalPaths: [UInt8] = []
-    private var literalRoutes: [LiteralRoute] = []
+    private let nodes: [Node]
+    private let literalPaths: [UInt8]
+    private let literalRoutes: [LiteralRoute]
     /// Every route, in registration order.
     public let routes: [Route]
 
     init(routes: [Route]) {
         self.routes = routes
+        var nodes = [Node()]
+        var literalPaths: [UInt8] = []
+        var literalRoutes: [LiteralRoute] = []
         for (position, route) in routes.enumerated() {
             var node = 0
             var literal = true
             for segment in RoutePattern.segments(of: route.pattern) {
                 if case .literal = segment {} else { literal = false }
-                node = child(of: node, for: segment)
+                node = RouteTable.child(of: node, for: segment, in: &nodes)
             }
             nodes[node].routes.append(route)
             // A pattern with `%` is compared decoded by the walk, so it cannot be matched raw.
@@ -51,6 +56,9 @@ public struct RouteTable: Sendable {
                 literalPaths.append(contentsOf: route.pattern.utf8)
             }
         }
+        self.nodes = nodes
+        self.literalPaths = literalPaths
+        self.literalRoutes = literalRoutes
     }
 
     /// The all-literal route whose canonical path is exactly `rawPath`, for `method`.
@@ -66,7 +74,7 @@ public struct RouteTable: Sendable {
         return nil
     }
 
-    private mutating func child(of node: Int, for segment: RoutePattern.Segment) -> Int {
+    private static func child(of node: Int, for segment: RoutePattern.Segment, in nodes: inout [Node]) -> Int {
         switch segment {
         case .literal(let bytes):
             if let existing = nodes[node].literals.first(where: { $0.segment == bytes }) { return existing.child }
