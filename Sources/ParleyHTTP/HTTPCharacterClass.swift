@@ -24,6 +24,17 @@ enum HTTPCharacterClass {
         byte >= 0x21 && byte <= 0x7E
     }
 
+    /// A request-target byte that needs no further parsing in an origin-form path: visible ASCII
+    /// except `#`, `%` and `?`.
+    @inline(__always)
+    static func isPlainPathByte(_ byte: UInt8) -> Bool {
+        let low: UInt64 = 0x7fff_ffd6_0000_0000
+        let high: UInt64 = 0x7fff_ffff_ffff_ffff
+        if byte < 64 { return (low >> UInt64(byte)) & 1 == 1 }
+        if byte < 128 { return (high >> UInt64(byte - 64)) & 1 == 1 }
+        return false
+    }
+
     /// SP or HTAB.
     @inline(__always)
     static func isWhitespace(_ byte: UInt8) -> Bool {

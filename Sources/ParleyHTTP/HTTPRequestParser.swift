@@ -524,15 +524,28 @@ public struct HTTPRequestParser {
               let method = HTTPMethod(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index])) else { return nil }
         index += 1
         let targetStart = index
-        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) { index += 1 }
+        while index < limit, HTTPCharacterClass.isPlainPathByte(bytes[index]) { index += 1 }
+        // `/` and no `?`, `#` or `%`: the whole target is the path, which decodes to itself.
+        var plainPath = index > targetStart && bytes[targetStart] == .slash
+        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) {
+            plainPath = false
+            index += 1
+        }
         guard index > targetStart, index < limit, bytes[index] == .space else { return nil }
         let targetEnd = index
         index += 1
         guard limit - index >= 10, let minor = HTTPRequestParser.version(UnsafeBufferPointer(rebasing: bytes[index..<(index + 8)])),
               bytes[index + 8] == .cr, bytes[index + 9] == .lf else { return nil }
         index += 10
-        guard let target = try? HTTPRequestTarget.parse(UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), at: targetStart - start) else {
-            return nil
+        let target: HTTPRequestTarget
+        if plainPath {
+            let range = (targetStart - start)..<(targetEnd - start)
+            target = HTTPRequestTarget(targetRange: range, pathRange: range, queryRange: nil)
+        } else {
+            guard let parsed = try? HTTPRequestTarget.parse(UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), at: targetStart - start) else {
+                return nil
+            }
+            target = parsed
         }
         var parsed = Message()
         parsed.method = method

@@ -83,9 +83,10 @@ final class RequestRecorder: HTTPLoopObserver {
     private let metrics: ServerMetrics
     private let loop: EventLoop
     private let latency: Histogram
+    // Loop-confined, so the runtime exclusivity checks would only cost time.
     /// `Route.index * statusSlots + status class`, filled on first use.
-    private var routeCounters: [Counter?] = []
-    private var unmatchedCounters: [Counter?] = Array(repeating: nil, count: RequestRecorder.statusSlots)
+    @exclusivity(unchecked) private var routeCounters: [Counter?] = []
+    @exclusivity(unchecked) private var unmatchedCounters: [Counter?] = Array(repeating: nil, count: RequestRecorder.statusSlots)
 
     private static let statusSlots = 10
 
