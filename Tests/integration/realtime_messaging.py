@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from realtime_support import Client, ParleyServer, TempPostgres, check, create_users, log, run  # noqa: E402
 
