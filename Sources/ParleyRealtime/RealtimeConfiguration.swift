@@ -36,6 +36,9 @@ public struct RealtimeConfiguration: Sendable {
     public var maxBatchSize = 512
     /// Group commits in flight per event loop (more requests wait for the next batch).
     public var maxBatchesInFlightPerLoop = 2
+    /// Acknowledgements are collected this long before they are committed together (they only
+    /// delay `delivered` receipts).
+    public var ackDelay: Duration = .milliseconds(10)
     /// Queued events older than this are removed (the device's `welcome` then says `gap`), and
     /// devices unused for this long are forgotten.
     public var retention: Duration = .seconds(30 * 86_400)

@@ -77,7 +77,8 @@ public final class RealtimeService: Sendable {
                     metrics.recordBatch(size: batch.count)
                     await messages.commit(batch)
                 },
-                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: configuration.maxBatchesInFlightPerLoop) { batch in
+                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: configuration.maxBatchesInFlightPerLoop,
+                                  delay: configuration.ackDelay) { batch in
                     await Self.commitAcknowledgements(batch, queue: queue)
                 })
         }
