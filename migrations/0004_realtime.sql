@@ -484,8 +484,8 @@ END;
 $$;
 
 -- Node liveness: a node heartbeats; devices recorded on a node that stopped heartbeating for
--- p_stale are marked offline and the node is forgotten.
-CREATE FUNCTION rt_node_heartbeat(p_node text, p_stale interval) RETURNS void
+-- p_stale are marked offline and the node is forgotten. Returns the number of live nodes.
+CREATE FUNCTION rt_node_heartbeat(p_node text, p_stale interval) RETURNS integer
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO rt_nodes (node_id) VALUES (p_node)
@@ -493,6 +493,7 @@ BEGIN
     UPDATE rt_devices d SET node_id = NULL, connection_id = NULL
      WHERE d.node_id IN (SELECT n.node_id FROM rt_nodes n WHERE n.heartbeat_at < now() - p_stale);
     DELETE FROM rt_nodes n WHERE n.heartbeat_at < now() - p_stale;
+    RETURN (SELECT count(*) FROM rt_nodes);
 END;
 $$;
 

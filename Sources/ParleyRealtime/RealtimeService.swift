@@ -229,13 +229,17 @@ public final class RealtimeService: Sendable {
         var states = zip(users, onlineHere).map { PresenceState(userId: $0, online: $1, lastSeenAt: $1 ? now : nil) }
         let others = states.filter { !$0.online }.map(\.userId)
         guard !others.isEmpty else { return states }
-        let remote = remoteOnline.withLock { map in Set(others.filter { !(map[$0]?.isEmpty ?? true) }) }
+        var remote = remoteOnline.withLock { map in Set(others.filter { !(map[$0]?.isEmpty ?? true) }) }
         var seen: [String: Int64] = [:]
-        if let rows = try? await database.query(
-            "SELECT user_id, max(last_seen_at) AS seen FROM rt_devices WHERE user_id = ANY ($1) GROUP BY user_id",
-            [.text(SQLArray.literal(others))]) {
+        // Devices connected to another node count as online (the row records where each device is).
+        if let rows = try? await database.query("""
+            SELECT user_id, max(last_seen_at) AS seen, bool_or(node_id IS NOT NULL AND node_id <> $2) AS elsewhere
+              FROM rt_devices WHERE user_id = ANY ($1) GROUP BY user_id
+            """, [.text(SQLArray.literal(others)), .text(nodeID)]) {
             for row in rows {
-                if let user = row["user_id"].string, let at = row["seen"].timestampMilliseconds { seen[user] = at }
+                guard let user = row["user_id"].string else { continue }
+                if let at = row["seen"].timestampMilliseconds { seen[user] = at }
+                if row["elsewhere"].bool == true { remote.insert(user) }
             }
         }
         for index in states.indices where !states[index].online {
@@ -272,7 +276,9 @@ public final class RealtimeService: Sendable {
             }
             return (before, !(map[userId]?.isEmpty ?? true))
         }
-        guard before != after, !registry.isOnline(userId) else { return }
+        // An "offline" from the only node we knew of, or one we never heard come online (it connected
+        // before this node joined), is a change too.
+        guard before != after || (!online && !after), !registry.isOnline(userId) else { return }
         let frame = ServerFrame.presence(userId: userId, online: after, lastSeenAt: at)
         for subscriber in registry.subscribers(of: userId) { subscriber.send(frame: frame) }
     }
@@ -280,8 +286,11 @@ public final class RealtimeService: Sendable {
     /// Relays a typing indicator to the user's connected devices, on every node.
     func relayTyping(to userId: String, from sender: String, active: Bool) {
         let frame = ServerFrame.typing(from: sender, active: active)
-        for connection in registry.connections(ofUser: userId) { connection.send(frame: frame) }
-        guard liveNodes.load(ordering: .relaxed) > 1 else { return }
+        let local = registry.connections(ofUser: userId)
+        for connection in local { connection.send(frame: frame) }
+        // Other nodes, found from where the user's devices are recorded: always when the user has no
+        // connection here, else only when other nodes are known to be alive.
+        guard local.isEmpty || liveNodes.load(ordering: .relaxed) > 1 else { return }
         let payload = ClusterMessage.typing(to: userId, from: sender, active: active).line
         let database = database
         let nodeID = nodeID
