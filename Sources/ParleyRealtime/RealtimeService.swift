@@ -77,8 +77,7 @@ public final class RealtimeService: Sendable {
                     metrics.recordBatch(size: batch.count)
                     await messages.commit(batch)
                 },
-                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: configuration.maxBatchesInFlightPerLoop,
-                                  delay: configuration.ackDelay) { batch in
+                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: 2, delay: configuration.ackDelay) { batch in
                     await Self.commitAcknowledgements(batch, queue: queue)
                 })
         }

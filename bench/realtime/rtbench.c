@@ -393,10 +393,12 @@ static void run_loop(uint64_t until, int (*done)(void)) {
         if (rate > 0 && pace_start && t < measure_end) {
             // Open loop: each sender's share of `rate`, evenly spread.
             double per_sender = rate / (nconns / 2);
-            uint64_t due = (uint64_t)((double)(t - pace_start) / 1e9 * per_sender);
+            double elapsed = (double)(t - pace_start) / 1e9 * per_sender;
             for (int k = 0; k < nconns; k += 2) {
                 conn *c = &conns[k];
                 if (c->phase != OPEN) continue;
+                // Senders are spread over the interval, not all due at the same instant.
+                uint64_t due = (uint64_t)(elapsed + (double)k / (double)nconns);
                 int sent = 0;
                 while (c->paced < due && c->outstanding < 256) {
                     c->paced++;
