@@ -1,0 +1,38 @@
+import ParleyLog
+import ParleyNet
+import ParleyPostgres
+
+/// The accounts domain: users, sessions, objects, installations and their schema, over one
+/// PostgreSQL client. Shared by the REST layer and the admin CLI; Sendable, create one per process.
+public final class Accounts: Sendable {
+    public let database: PostgresClient
+    public let blockingPool: BlockingPool
+    public let configuration: AccountsConfiguration
+    public let hasher: PasswordHasher
+    public let schemas: SchemaStore
+    public let sessions: SessionStore
+    public let users: UserStore
+    public let objects: ObjectStore
+    public let installations: InstallationStore
+    public let logger: Logger
+
+    /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).
+    public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(), logger: Logger = Logger(label: "accounts")) {
+        self.database = database
+        self.blockingPool = blockingPool
+        self.configuration = configuration
+        self.logger = logger
+        hasher = PasswordHasher(operationsLimit: configuration.passwordOperationsLimit, memoryLimit: configuration.passwordMemoryLimit)
+        schemas = SchemaStore()
+        sessions = SessionStore(cache: SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds),
+                                lifetimeSeconds: configuration.sessionLifetimeSeconds)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration)
+        objects = ObjectStore(schemas: schemas)
+        installations = InstallationStore(schemas: schemas)
+    }
+
+    /// Runs `body` in one transaction; a thrown error rolls everything back.
+    public func transaction<T: Sendable>(_ body: @Sendable (PostgresTransaction) async throws -> T) async throws -> T {
+        try await database.transaction(body)
+    }
+}

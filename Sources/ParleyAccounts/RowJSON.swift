@@ -1,0 +1,56 @@
+import ParleyJSON
+import ParleyLog
+import ParleyPostgres
+
+/// Turns the shared columns of `users`, `objects` and `installations` rows into Parse JSON.
+enum RowJSON {
+    /// The custom fields of a row's `data` column (empty when NULL or unparsable).
+    static func data(_ row: PostgresRow, column: String = "data") -> JSONObject {
+        guard let text = row[column].json, let value = try? JSONParser().parse(text), case .object(let object) = value else {
+            return JSONObject()
+        }
+        return object
+    }
+
+    /// Adds `createdAt`, `updatedAt` (ISO strings) and `ACL` (when set) from the row.
+    static func addMetadata(_ row: PostgresRow, to object: inout JSONObject) {
+        if let created = row["created_at"].timestampMilliseconds { object["createdAt"] = .string(UTCTime.iso8601(milliseconds: created)) }
+        if let updated = row["updated_at"].timestampMilliseconds { object["updatedAt"] = .string(UTCTime.iso8601(milliseconds: updated)) }
+        if let text = row["acl"].json, let acl = try? JSONParser().parse(text) { object["ACL"] = acl }
+    }
+
+    /// Keeps only `keys` (plus the fields Parse always returns) when a `keys` list was given.
+    static func select(_ object: JSONObject, keys: [String]?) -> JSONObject {
+        guard let keys else { return object }
+        let wanted = Set(keys).union(["objectId", "createdAt", "updatedAt", "ACL", "sessionToken"])
+        return JSONObject(object.filter { wanted.contains($0.key) }.map { ($0.key, $0.value) })
+    }
+}
+
+/// SQL fragments for the ACL columns.
+enum ACLSQL {
+    /// `rperm`/`wperm` values for a new row: the ACL's lists, or `{*}` when there is none.
+    static func permissions(_ acl: ACL?) -> (readers: [String], writers: [String]) {
+        guard let acl else { return (["*"], ["*"]) }
+        return (acl.readers, acl.writers)
+    }
+
+    /// `acl = …, rperm = …, wperm = …` assignments for an update that changes the ACL
+    /// (`nil` ACL: removed, public again).
+    static func assignments(_ acl: ACL?, public defaults: (readers: [String], writers: [String]) = (["*"], ["*"]), builder: inout SQLBuilder) -> String {
+        let (readers, writers) = acl.map { ($0.readers, $0.writers) } ?? defaults
+        let json: PostgresData = acl.map { .json(JSONValue.object($0.json).serialized()) } ?? .null
+        return "acl = \(builder.bind(json))::jsonb, rperm = \(builder.bind(.textArray(readers))), wperm = \(builder.bind(.textArray(writers)))"
+    }
+
+    /// ` AND <column> && ARRAY[…]` for a non-master caller, empty for master.
+    static func filter(_ column: String, auth: Auth, builder: inout SQLBuilder) -> String {
+        guard !auth.isMaster else { return "" }
+        return " AND \(column) && \(builder.bind(.textArray(auth.permissionKeys)))"
+    }
+
+    /// The `geo` value for a GeoPoint being set.
+    static func geo(latitude: Double, longitude: Double, builder: inout SQLBuilder) -> String {
+        "ll_to_earth(\(builder.bind(.double(latitude))), \(builder.bind(.double(longitude))))"
+    }
+}
