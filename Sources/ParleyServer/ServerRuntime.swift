@@ -4,6 +4,7 @@ import Glibc
 import ParleyHTTP
 import ParleyLog
 import ParleyNet
+import ParleyParse
 import ParleyPostgres
 
 /// Everything a running node owns, started in dependency order and stopped in reverse.
@@ -43,6 +44,10 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
+        ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
+                                                   restAPIKey: config.restAPIKey, mountPath: config.mountPath),
+                 accountsConfiguration: config.accounts, database: database, blockingPool: blockingPool,
+                 logger: Logger(label: "parse")).register(on: router)
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
             TestEndpoints(group: group).register(on: router)
