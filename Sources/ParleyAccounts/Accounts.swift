@@ -26,7 +26,8 @@ public final class Accounts: Sendable {
         schemas = SchemaStore()
         sessions = SessionStore(cache: SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds),
                                 lifetimeSeconds: configuration.sessionLifetimeSeconds)
-        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration,
+                          cache: UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds))
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
     }

@@ -15,6 +15,9 @@ public struct AccountsConfiguration: Sendable {
     /// How long a cached session is trusted before it is read again (bounds how long a session
     /// revoked on another node keeps working here).
     public var sessionCacheTTLSeconds: Int64
+    /// How long `GET /users/me` may serve a cached copy of the user (bounds how stale a change
+    /// made on another node, or by `parley user …`, can look).
+    public var userCacheTTLMilliseconds: Int64
 
     public init(
         sessionLifetimeSeconds: Int64 = 365 * 24 * 3600,
@@ -23,7 +26,8 @@ public struct AccountsConfiguration: Sendable {
         passwordOperationsLimit: Int = PasswordHasher.interactiveOperations,
         passwordMemoryLimit: Int = PasswordHasher.interactiveMemory,
         sessionCacheCapacity: Int = 100_000,
-        sessionCacheTTLSeconds: Int64 = 30
+        sessionCacheTTLSeconds: Int64 = 30,
+        userCacheTTLMilliseconds: Int64 = 5000
     ) {
         self.sessionLifetimeSeconds = max(60, sessionLifetimeSeconds)
         self.lockoutThreshold = lockoutThreshold.flatMap { $0 > 0 ? $0 : nil }
@@ -32,5 +36,6 @@ public struct AccountsConfiguration: Sendable {
         self.passwordMemoryLimit = passwordMemoryLimit
         self.sessionCacheCapacity = max(1, sessionCacheCapacity)
         self.sessionCacheTTLSeconds = max(0, sessionCacheTTLSeconds)
+        self.userCacheTTLMilliseconds = max(0, userCacheTTLMilliseconds)
     }
 }

@@ -10,6 +10,8 @@ public struct UserStore: Sendable {
     let hasher: PasswordHasher
     let pool: BlockingPool
     let configuration: AccountsConfiguration
+    /// Users as they see themselves, for `me` (invalidated by every write below).
+    let cache: UserCache
 
     /// Members of a user body handled as typed columns.
     static let coreFields: Set<String> = ["username", "email", "password", "emailVerified"]
@@ -175,10 +177,15 @@ public struct UserStore: Sendable {
 
     /// The user of a session, with `sessionToken` (GET /users/me). 209 if the user is gone.
     public func me(session: SessionInfo, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+        if var cached = cache.get(session.userId) {
+            cached["sessionToken"] = .string(session.token)
+            return cached
+        }
         guard let row = try await db.run("SELECT \(Self.columns) FROM users WHERE object_id = $1", [.text(session.userId)]).first else {
             throw ParseError.invalidSession
         }
         var user = Self.json(row, viewer: Auth(isMaster: false, user: session, installationId: nil))
+        if !(db is PostgresTransaction) { cache.put(session.userId, user) }
         user["sessionToken"] = .string(session.token)
         return user
     }
@@ -254,6 +261,7 @@ public struct UserStore: Sendable {
         let sql = "UPDATE users SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
         let rows = try await db.run(sql, builder.params) { Self.uniqueViolation($0) }
+        cache.invalidate(objectId)
         guard let row = rows.first else {
             throw auth.isMaster ? ParseError.objectNotFound : ParseError.sessionMissing("Insufficient auth.")
         }
@@ -278,6 +286,7 @@ public struct UserStore: Sendable {
         let sql = "DELETE FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING object_id"
         let rows = try await db.run(sql, builder.params)
         sessions.cache.invalidate(userId: objectId)
+        cache.invalidate(objectId)
         guard !rows.isEmpty else { throw auth.isMaster ? ParseError.objectNotFound : ParseError.sessionMissing("Insufficient auth.") }
     }
 
@@ -285,6 +294,7 @@ public struct UserStore: Sendable {
     @discardableResult
     public func setBanned(objectId: String, banned: Bool, on db: any SQLExecutor) async throws(ParseError) -> Int {
         let rows = try await db.run("UPDATE users SET banned = $2, updated_at = now() WHERE object_id = $1 RETURNING object_id", [.text(objectId), .bool(banned)])
+        cache.invalidate(objectId)
         guard !rows.isEmpty else { throw ParseError.objectNotFound }
         return banned ? try await sessions.revokeAll(userId: objectId, on: db) : 0
     }
@@ -296,6 +306,7 @@ public struct UserStore: Sendable {
         let rows = try await db.run("""
             UPDATE users SET password_hash = $2, failed_logins = 0, locked_until = NULL, updated_at = now() WHERE object_id = $1 RETURNING object_id
             """, [.text(objectId), .text(hash)])
+        cache.invalidate(objectId)
         guard !rows.isEmpty else { throw ParseError.objectNotFound }
         try await sessions.revokeAll(userId: objectId, on: db)
     }

@@ -85,7 +85,8 @@ extension ParseAPI {
             }
         }
         return ParseRequest(method: sub.method, path: path, query: query, body: sub.body, bodyIsQuery: sub.method == .get && sub.body != nil,
-                            auth: request.auth, sessionToken: request.sessionToken, baseURL: request.baseURL, db: db, isBatched: true)
+                            auth: request.auth, sessionToken: request.sessionToken, host: request.host, scheme: request.scheme,
+                            mountPath: request.mountPath, db: db, isBatched: true)
     }
 
     /// The path below the mount for a batch path: it must start with the mount path (Parse

@@ -95,8 +95,7 @@ public final class ParseAPI: Sendable {
             bodyIsQuery: envelope.bodyIsQuery,
             auth: Auth(isMaster: isMaster, user: user, installationId: envelope.installationID ?? user?.installationId),
             sessionToken: envelope.sessionToken.flatMap { $0.isEmpty ? nil : $0 },
-            baseURL: "\(scheme)://\(host)\(configuration.mountPath == "/" ? "" : configuration.mountPath)",
-            db: db)
+            host: host, scheme: scheme, mountPath: configuration.mountPath, db: db)
     }
 
     /// Runs the endpoint for a prepared request.
@@ -132,12 +131,19 @@ public final class ParseAPI: Sendable {
         ("Access-Control-Allow-Headers", "X-Parse-Master-Key, X-Parse-REST-API-Key, X-Parse-Javascript-Key, X-Parse-Application-Id, X-Parse-Client-Version, X-Parse-Session-Token, X-Parse-Installation-Id, X-Requested-With, X-Parse-Revocable-Session, X-Parse-Request-Id, Content-Type, Pragma, Cache-Control"),
     ]
 
-    private func render(_ response: ParseResponse, method: HTTPMethod) -> HTTPResponse {
+    /// Content type and CORS headers, built once and shared (copy-on-write) by every response.
+    static let baseHeaders: HTTPHeaders = {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json; charset=utf-8")
-        for (name, value) in Self.corsHeaders { headers.add(name, value) }
+        for (name, value) in corsHeaders { headers.add(name, value) }
+        return headers
+    }()
+
+    private func render(_ response: ParseResponse, method: HTTPMethod) -> HTTPResponse {
+        var headers = Self.baseHeaders
         for (name, value) in response.headers { headers.add(name, value) }
         var body: [UInt8] = []
+        body.reserveCapacity(512)
         response.body.serialize(into: &body)
         return HTTPResponse(status: response.status, headers: headers, body: body)
     }

@@ -19,8 +19,12 @@ struct ParseRequest: Sendable {
     var auth: Auth
     /// The session token the request sent (even when it is only master-authenticated).
     var sessionToken: String?
+    /// `Host` and scheme of the request, for `Location` headers.
+    var host: String
+    var scheme: String
+    var mountPath: String
     /// `http://host/parse`, for `Location` headers.
-    var baseURL: String
+    var baseURL: String { "\(scheme)://\(host)\(mountPath == "/" ? "" : mountPath)" }
     /// The client or, inside a transactional batch, the transaction.
     var db: any SQLExecutor
     var isBatched: Bool = false
