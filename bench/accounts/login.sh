@@ -22,12 +22,18 @@ LUA
 
 login_rates=()
 argon_rates=()
-for round in $(seq 1 "$rounds"); do
+measure_logins() {
     wrk -t2 -c16 -d"${duration}s" --timeout 10s -s "$work/login.lua" "http://127.0.0.1:$port/parse/login" >"$work/wrk.txt"
-    grep -qE "Non-2xx" "$work/wrk.txt" && { cat "$work/wrk.txt"; die "some logins failed"; }
+    if grep -qE "Non-2xx" "$work/wrk.txt"; then cat "$work/wrk.txt"; die "some logins failed"; fi
     login_rates+=("$(requests_per_second "$work/wrk.txt")")
+}
+measure_argon2() {
     "$parley_bin" bench-argon2 --seconds "$duration" >"$work/argon.json"
     argon_rates+=("$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["verifies_per_second"])' "$work/argon.json")")
+}
+# Alternate which goes first, so a change in background load biases neither side.
+for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) -eq 1 ]; then measure_logins; measure_argon2; else measure_argon2; measure_logins; fi
     echo "  round $round: logins/s ${login_rates[-1]}, argon2id verifies/s ${argon_rates[-1]}"
 done
 login_median="$(printf '%s\n' "${login_rates[@]}" | median)"
