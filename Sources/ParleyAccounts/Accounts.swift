@@ -14,6 +14,8 @@ public final class Accounts: Sendable {
     public let users: UserStore
     public let objects: ObjectStore
     public let installations: InstallationStore
+    /// Session and user changes, published to every node; observe them to close live sockets.
+    public let events: AccountEvents
     public let logger: Logger
 
     /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).
@@ -24,10 +26,11 @@ public final class Accounts: Sendable {
         self.logger = logger
         hasher = PasswordHasher(operationsLimit: configuration.passwordOperationsLimit, memoryLimit: configuration.passwordMemoryLimit)
         schemas = SchemaStore()
-        sessions = SessionStore(cache: SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds),
-                                lifetimeSeconds: configuration.sessionLifetimeSeconds)
-        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration,
-                          cache: UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds))
+        let sessionCache = SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds)
+        let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache)
+        sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
     }

@@ -78,6 +78,11 @@ public final class SessionCache: Sendable {
         }
     }
 
+    /// Drops everything (after missed cross-node events).
+    public func removeAll() {
+        state.withLock { $0 = State() }
+    }
+
     /// Number of cached sessions.
     public var count: Int { state.withLock { $0.entries.count } }
 

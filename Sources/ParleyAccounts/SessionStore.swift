@@ -6,10 +6,12 @@ import ParleyPostgres
 public struct SessionStore: Sendable {
     public let cache: SessionCache
     public let lifetimeSeconds: Int64
+    let events: AccountEvents
 
-    public init(cache: SessionCache, lifetimeSeconds: Int64) {
+    init(cache: SessionCache, lifetimeSeconds: Int64, events: AccountEvents) {
         self.cache = cache
         self.lifetimeSeconds = lifetimeSeconds
+        self.events = events
     }
 
     /// How the session was created (`createdWith.action`).
@@ -49,7 +51,9 @@ public struct SessionStore: Sendable {
         let (insert, info) = insertSQL(userId: userId, action: action, installationId: installationId, now: now, builder: &builder)
         if let installationId {
             let removed = try await db.run("DELETE FROM sessions WHERE user_id = $1 AND installation_id = $2 RETURNING token", [.text(userId), .text(installationId)])
-            for row in removed { if let token = row["token"].string { cache.invalidate(token: token) } }
+            for row in removed {
+                if let token = row["token"].string { try await events.publish(.sessionRevoked(token: token, userId: userId), on: db) }
+            }
         }
         try await db.run(insert, builder.params)
         cache.put(info)
@@ -75,8 +79,10 @@ public struct SessionStore: Sendable {
     @discardableResult
     public func revoke(token: String, on db: any SQLExecutor) async throws(ParseError) -> Bool {
         cache.invalidate(token: token)
-        let rows = try await db.run("DELETE FROM sessions WHERE token = $1 RETURNING object_id", [.text(token)])
-        return !rows.isEmpty
+        let rows = try await db.run("DELETE FROM sessions WHERE token = $1 RETURNING user_id", [.text(token)])
+        guard let userId = rows.first?["user_id"].string else { return false }
+        try await events.publish(.sessionRevoked(token: token, userId: userId), on: db)
+        return true
     }
 
     /// Deletes the session with this objectId if `auth` may (its owner or master). 101 otherwise.
@@ -87,14 +93,16 @@ public struct SessionStore: Sendable {
             guard let userId = auth.userId else { throw ParseError.objectNotFound("Object not found for delete.") }
             sql += " AND user_id = \(builder.bind(.text(userId)))"
         }
-        let rows = try await db.run(sql + " RETURNING token", builder.params)
-        guard let token = rows.first?["token"].string else { throw ParseError.objectNotFound("Object not found for delete.") }
-        cache.invalidate(token: token)
+        let rows = try await db.run(sql + " RETURNING token, user_id", builder.params)
+        guard let token = rows.first?["token"].string, let userId = rows.first?["user_id"].string else {
+            throw ParseError.objectNotFound("Object not found for delete.")
+        }
+        try await events.publish(.sessionRevoked(token: token, userId: userId), on: db)
     }
 
     /// Deletes every session of a user except `keeping` (a session objectId). Returns how many.
     @discardableResult
-    public func revokeAll(userId: String, keeping: String? = nil, on db: any SQLExecutor) async throws(ParseError) -> Int {
+    public func revokeAll(userId: String, keeping: String? = nil, reason: AccountEvent.Reason, on db: any SQLExecutor) async throws(ParseError) -> Int {
         cache.invalidate(userId: userId)
         let rows: PostgresRows
         if let keeping {
@@ -102,6 +110,7 @@ public struct SessionStore: Sendable {
         } else {
             rows = try await db.run("DELETE FROM sessions WHERE user_id = $1 RETURNING object_id", [.text(userId)])
         }
+        try await events.publish(.sessionsRevoked(userId: userId, reason: reason, keeping: keeping), on: db)
         return rows.count
     }
 

@@ -55,5 +55,9 @@ public final class UserCache: Sendable {
         entries.withLock { $0[userId] = nil }
     }
 
+    public func removeAll() {
+        entries.withLock { $0.removeAll() }
+    }
+
     public var count: Int { entries.withLock { $0.count } }
 }

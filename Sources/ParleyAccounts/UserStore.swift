@@ -267,8 +267,10 @@ public struct UserStore: Sendable {
         }
         if passwordChanged {
             let keep = auth.userId == objectId ? auth.user?.sessionId : nil
-            try await sessions.revokeAll(userId: objectId, keeping: keep, on: db)
+            try await sessions.revokeAll(userId: objectId, keeping: keep, reason: .passwordChanged, on: db)
             if let current = auth.user, current.userId == objectId { sessions.cache.put(current) }
+        } else {
+            try await sessions.events.publish(.userChanged(userId: objectId), on: db)
         }
         var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
         let data = RowJSON.data(row)
@@ -285,9 +287,8 @@ public struct UserStore: Sendable {
         var builder = SQLBuilder()
         let sql = "DELETE FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING object_id"
         let rows = try await db.run(sql, builder.params)
-        sessions.cache.invalidate(userId: objectId)
-        cache.invalidate(objectId)
         guard !rows.isEmpty else { throw auth.isMaster ? ParseError.objectNotFound : ParseError.sessionMissing("Insufficient auth.") }
+        try await sessions.events.publish(.sessionsRevoked(userId: objectId, reason: .deleted, keeping: nil), on: db)
     }
 
     /// Bans or unbans a user; a ban revokes every session. Returns the sessions revoked.
@@ -296,7 +297,11 @@ public struct UserStore: Sendable {
         let rows = try await db.run("UPDATE users SET banned = $2, updated_at = now() WHERE object_id = $1 RETURNING object_id", [.text(objectId), .bool(banned)])
         cache.invalidate(objectId)
         guard !rows.isEmpty else { throw ParseError.objectNotFound }
-        return banned ? try await sessions.revokeAll(userId: objectId, on: db) : 0
+        guard banned else {
+            try await sessions.events.publish(.userChanged(userId: objectId), on: db)
+            return 0
+        }
+        return try await sessions.revokeAll(userId: objectId, reason: .banned, on: db)
     }
 
     /// Sets a new password (admin) and revokes every session of the user.
@@ -308,7 +313,7 @@ public struct UserStore: Sendable {
             """, [.text(objectId), .text(hash)])
         cache.invalidate(objectId)
         guard !rows.isEmpty else { throw ParseError.objectNotFound }
-        try await sessions.revokeAll(userId: objectId, on: db)
+        try await sessions.revokeAll(userId: objectId, reason: .passwordReset, on: db)
     }
 
     // MARK: Helpers

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ParleyAccounts
 import ParleyHTTP
 import ParleyLog
 import ParleyNet
@@ -14,6 +15,9 @@ public final class ServerRuntime: Sendable {
     public let blockingPool: BlockingPool
     public let database: PostgresClient
     public let metrics: ServerMetrics
+    /// Users, sessions, objects and installations (the Parse API's domain); observe
+    /// `accounts.events` to react to bans and revoked sessions.
+    public let accounts: Accounts
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -44,10 +48,10 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
+        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath),
-                 accountsConfiguration: config.accounts, database: database, blockingPool: blockingPool,
-                 logger: Logger(label: "parse")).register(on: router)
+                 accounts: accounts, logger: Logger(label: "parse")).register(on: router)
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
             TestEndpoints(group: group).register(on: router)
@@ -74,6 +78,7 @@ public final class ServerRuntime: Sendable {
     /// Connects the database pools and starts listening.
     public func start() throws {
         database.start()
+        accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
@@ -91,6 +96,7 @@ public final class ServerRuntime: Sendable {
             logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
         }
         http.closeAll()
+        accounts.events.stopListening()
         let closed = Latch()
         let database = self.database
         Task {
