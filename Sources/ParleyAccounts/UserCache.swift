@@ -8,6 +8,8 @@ import Synchronization
 public final class UserCache: Sendable {
     private struct Entry {
         let user: JSONObject
+        /// `user` serialized, without its closing brace (a session token is appended per request).
+        let openJSON: [UInt8]
         let cachedAt: Int64
     }
 
@@ -23,20 +25,37 @@ public final class UserCache: Sendable {
     }
 
     public func get(_ userId: String) -> JSONObject? {
+        entry(userId)?.user
+    }
+
+    /// The cached user serialized with `"sessionToken":token` added, without building an object.
+    public func serialized(_ userId: String, sessionToken: String) -> [UInt8]? {
+        guard let entry = entry(userId) else { return nil }
+        var bytes = entry.openJSON
+        bytes.append(contentsOf: entry.user.isEmpty ? #""sessionToken":"#.utf8 : #","sessionToken":"#.utf8)
+        JSONValue.string(sessionToken).serialize(into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    private func entry(_ userId: String) -> Entry? {
         let now = clock()
-        return entries.withLock { entries -> JSONObject? in
+        return entries.withLock { entries -> Entry? in
             guard let entry = entries[userId] else { return nil }
             guard now - entry.cachedAt < ttlMilliseconds else {
                 entries[userId] = nil
                 return nil
             }
-            return entry.user
+            return entry
         }
     }
 
     public func put(_ userId: String, _ user: JSONObject) {
         guard ttlMilliseconds > 0 else { return }
         let now = clock()
+        var open: [UInt8] = []
+        JSONValue.object(user).serialize(into: &open)
+        open.removeLast()
         entries.withLock { entries in
             if entries.count >= capacity, entries[userId] == nil {
                 // Drop expired entries; if none, drop an arbitrary eighth to stay bounded.
@@ -47,7 +66,7 @@ public final class UserCache: Sendable {
                     for key in expired { entries[key] = nil }
                 }
             }
-            entries[userId] = Entry(user: user, cachedAt: now)
+            entries[userId] = Entry(user: user, openJSON: open, cachedAt: now)
         }
     }
 

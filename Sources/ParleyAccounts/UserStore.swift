@@ -190,6 +190,14 @@ public struct UserStore: Sendable {
         return user
     }
 
+    /// `me` as serialized JSON, straight from the cache when it has the user.
+    public func meJSON(session: SessionInfo, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        if let bytes = cache.serialized(session.userId, sessionToken: session.token) { return bytes }
+        var bytes: [UInt8] = []
+        JSONValue.object(try await me(session: session, on: db)).serialize(into: &bytes)
+        return bytes
+    }
+
     /// One user, if readable by `auth`; 101 otherwise.
     public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var builder = SQLBuilder()

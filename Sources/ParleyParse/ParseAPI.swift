@@ -142,9 +142,14 @@ public final class ParseAPI: Sendable {
     private func render(_ response: ParseResponse, method: HTTPMethod) -> HTTPResponse {
         var headers = Self.baseHeaders
         for (name, value) in response.headers { headers.add(name, value) }
-        var body: [UInt8] = []
-        body.reserveCapacity(512)
-        response.body.serialize(into: &body)
+        var body: [UInt8]
+        if let raw = response.rawBody {
+            body = raw
+        } else {
+            body = []
+            body.reserveCapacity(512)
+            response.body.serialize(into: &body)
+        }
         return HTTPResponse(status: response.status, headers: headers, body: body)
     }
 }

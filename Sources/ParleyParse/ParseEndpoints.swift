@@ -72,7 +72,8 @@ extension ParseAPI {
 
     func me(_ request: ParseRequest) async throws -> ParseResponse {
         guard let session = request.auth.user else { throw ParseError.invalidSession }
-        return .ok(try await accounts.users.me(session: session, on: request.db))
+        if request.isBatched { return .ok(try await accounts.users.me(session: session, on: request.db)) }
+        return .serialized(try await accounts.users.meJSON(session: session, on: request.db))
     }
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {

@@ -82,7 +82,7 @@ struct ParseEnvelope: Sendable {
     /// Members of a body that belong to the envelope, never to the object.
     static let envelopeKeys: Set<String> = [
         "_method", "_ApplicationId", "_JavaScriptKey", "_ClientVersion", "_InstallationId", "_SessionToken",
-        "_MasterKey", "_RevocableSession", "_ContentType", "_context", "_noBody", "_ClientKey", "_RestApiKey",
+        "_MasterKey", "_RevocableSession", "_ContentType", "_context", "_noBody", "_ClientKey",
     ]
     static let maxBodyDepth = 64
 
@@ -116,13 +116,11 @@ struct ParseEnvelope: Sendable {
         let bodyMaster = take("_MasterKey")
         let bodyToken = take("_SessionToken")
         let bodyInstallation = take("_InstallationId")
-        let bodyRestKey = take("_RestApiKey")
         for key in Self.envelopeKeys { object[key] = nil }
         if applicationID == nil { applicationID = appID }
         if masterKey == nil { masterKey = bodyMaster }
         if sessionToken == nil { sessionToken = bodyToken }
         if installationID == nil { installationID = bodyInstallation }
-        if restAPIKey == nil { restAPIKey = bodyRestKey }
         if request.method == .post, let override, let effective = HTTPMethod(rawValue: override.uppercased()),
            [.get, .post, .put, .delete].contains(effective) {
             method = effective

@@ -7,6 +7,8 @@ struct ParseResponse: Sendable {
     var status: HTTPStatus
     var body: JSONValue
     var headers: [(String, String)]
+    /// Already serialized JSON, sent instead of `body` when set.
+    var rawBody: [UInt8]?
 
     init(status: HTTPStatus = .ok, body: JSONValue, headers: [(String, String)] = []) {
         self.status = status
@@ -15,6 +17,13 @@ struct ParseResponse: Sendable {
     }
 
     static func ok(_ object: JSONObject) -> ParseResponse { ParseResponse(body: .object(object)) }
+
+    /// A 200 response whose body is already JSON text.
+    static func serialized(_ bytes: [UInt8]) -> ParseResponse {
+        var response = ParseResponse(body: .null)
+        response.rawBody = bytes
+        return response
+    }
     static let empty = ParseResponse(body: .object(JSONObject()))
 }
 

@@ -13,15 +13,22 @@ struct ParseRoutes: Sendable {
     }
 
     private(set) var routes: [Route] = []
+    /// Routes without parameters by method and exact path: one hash lookup for the hot paths.
+    private var literals: [HTTPMethod: [String: Handler]] = [:]
 
     mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping Handler) {
-        routes.append(Route(method: method, segments: pattern.split(separator: "/").map(String.init), handler: handler))
+        let segments = pattern.split(separator: "/").map(String.init)
+        routes.append(Route(method: method, segments: segments, handler: handler))
+        if !segments.contains(where: { $0.hasPrefix(":") }) {
+            literals[method, default: [:]]["/" + segments.joined(separator: "/")] = handler
+        }
     }
 
     /// The handler and parameters for a request, or nil.
     func match(_ method: HTTPMethod, path: String) -> (Handler, [String: String])? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let lookup = method == .head ? HTTPMethod.get : method
+        if let handler = literals[lookup]?[path] { return (handler, [:]) }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         for route in routes where route.method == lookup && route.segments.count == parts.count {
             var parameters: [String: String] = [:]
             var matched = true
