@@ -24,6 +24,10 @@ final class ParseClassesTests: XCTestCase {
         XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["bad field": 1]).code, 105)
         XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["text": "nul\u{0}"]).code, 107)
         XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["ACL": ["*": ["read": 1]]]).code, 123)
+        XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["owner": ["__type": "Pointer", "className": "_User"]]).code, 106)
+        XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["file": ["__type": "File", "name": "a.png"]]).code, 111)
+        let manyFields = Dictionary(uniqueKeysWithValues: (0..<257).map { ("f\($0)", $0) })
+        XCTAssertEqual(try h.call("POST", "/parse/classes/Wide", body: manyFields).code, 116)
 
         let ops = try h.call("PUT", "/parse/classes/GameScore/\(id)", body: [
             "score": ["__op": "Increment", "amount": 10], "tags": ["__op": "Add", "objects": ["y"]], "player": ["__op": "Delete"],

@@ -186,6 +186,10 @@ final class ParseUsersTests: XCTestCase {
         XCTAssertTrue(sessions.contains { $0["installationId"] as? String == "device-1" })
         XCTAssertEqual(try h.call("GET", "/parse/sessions", master: true)["results"].map { ($0 as? [Any])?.count }, 3)
 
+        let byId = try h.call("GET", "/parse/sessions/\(sessionId)", token: alice.token)
+        XCTAssertEqual(byId["sessionToken"] as? String, alice.token)
+        XCTAssertEqual(try h.call("GET", "/parse/sessions/\(sessionId)", token: bob.token).status, 404)
+        XCTAssertEqual(try h.call("PUT", "/parse/classes/_Session/\(sessionId)", body: ["restricted": true], token: alice.token).code, 119)
         XCTAssertEqual(try h.call("DELETE", "/parse/sessions/\(sessionId)", token: bob.token).code, 101)
         XCTAssertEqual(try h.call("DELETE", "/parse/sessions/\(sessionId)", token: alice.token).status, 200)
         XCTAssertEqual(try h.call("GET", "/parse/users/me", token: alice.token).code, 209)
