@@ -131,7 +131,7 @@ final class UserStoreTests: XCTestCase {
         await XCTAssertParseError(209) { try await sessions.lookup(alice.session!.token, on: db) }
 
         // Expired: set in the past, drop the cached copy.
-        try await h.client.query("UPDATE sessions SET expires_at = now() - interval '1 minute' WHERE token = $1", [.text(bob.session!.token)])
+        _ = try await h.client.query("UPDATE sessions SET expires_at = now() - interval '1 minute' WHERE token = $1", [.text(bob.session!.token)])
         sessions.cache.invalidate(token: bob.session!.token)
         let bobToken = bob.session!.token
         let expired = await Result { () async throws(ParseError) -> SessionInfo in try await sessions.lookup(bobToken, on: db) }

@@ -158,7 +158,7 @@ final class ParseUsersTests: XCTestCase {
         XCTAssertEqual(login.code, 101)
 
         let eve = try h.signUp("eve")
-        try await h.database.query("UPDATE sessions SET expires_at = now() - interval '1 second' WHERE token = $1", [.text(eve.token)])
+        _ = try await h.database.query("UPDATE sessions SET expires_at = now() - interval '1 second' WHERE token = $1", [.text(eve.token)])
         h.api.accounts.sessions.cache.invalidate(token: eve.token)
         let expired = try h.call("GET", "/parse/users/me", token: eve.token)
         XCTAssertEqual(expired.status, 400)
