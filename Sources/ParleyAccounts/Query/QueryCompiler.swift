@@ -82,15 +82,15 @@ public enum QueryCompiler {
         var terms: [String] = []
         var byObjectId = false
         for key in keys {
-            let expression: String
             switch try compiler.resolve(key.field) {
             case .column(let column, _):
-                expression = column
                 if column == "object_id" { byObjectId = true }
-            case .custom(let sql, _):
-                expression = sql
+                terms.append(key.descending ? "\(column) DESC" : column)
+            case .custom(let path):
+                let sql = try compiler.expression(path)
+                // A missing field sorts as the smallest value, as in Parse on MongoDB.
+                terms.append(key.descending ? "\(sql) DESC NULLS LAST" : "\(sql) NULLS FIRST")
             }
-            terms.append(key.descending ? "\(expression) DESC" : expression)
         }
         if !byObjectId { terms.append("object_id") }
         return terms.joined(separator: ", ")

@@ -4,8 +4,8 @@ import ParleyPostgres
 /// Where a field lives: a typed column, or a key (path) of the jsonb data column.
 enum FieldTarget {
     case column(sql: String, type: TableLayout.ColumnType)
-    /// `sql` is `(data -> $n::text)` or `(data #> $n::text[])`.
-    case custom(sql: String, path: [String])
+    /// A key (`path.count == 1`) or a dotted path of the jsonb data column.
+    case custom(path: [String])
 }
 
 /// Compiles a `where` object into SQL predicates, binding every value as a parameter.
@@ -105,11 +105,18 @@ struct WhereCompiler {
             guard path.count == 1 else { throw .invalidQuery("\(head) has no subfields to query (\(field))") }
             return .column(sql: column, type: type)
         }
-        guard let data = layout.dataColumn else {
+        guard layout.dataColumn != nil else {
             throw .invalidQuery("\(layout.className) has no field \(head)")
         }
+        return .custom(path: path)
+    }
+
+    /// `(data -> $n::text)` or `(data #> $n::text[])`. The key is bound on first use, so a
+    /// constraint that compiles to a constant leaves no unused (untyped) parameter behind.
+    mutating func expression(_ path: [String]) throws(QueryError) -> String {
+        let data = layout.dataColumn ?? "data"
         let key = try writer.bindKey(path)
-        return .custom(sql: path.count == 1 ? "(\(data) -> \(key))" : "(\(data) #> \(key))", path: path)
+        return path.count == 1 ? "(\(data) -> \(key))" : "(\(data) #> \(key))"
     }
 
     // MARK: - Constraints
@@ -153,7 +160,7 @@ struct WhereCompiler {
                 predicates.append(try containsAll(operand, on: target, field: field))
             case "$exists":
                 guard case .bool(let exists) = operand else { throw .invalidQuery("$exists on \(field) expects true or false") }
-                predicates.append(Self.presence(exists, of: target))
+                predicates.append(try presence(exists, of: target))
             case "$regex":
                 predicates.append(try regex(operand, options: object["$options"], on: target, field: field))
             case "$options":
@@ -192,10 +199,11 @@ struct WhereCompiler {
                 return operand == .null ? "\(column) IS NULL" : "FALSE"
             }
             return "\(column) = \(parameter)"
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             switch operand {
             case .null:
-                return Self.presence(false, of: target)
+                return try presence(false, of: target)
             case .scalar(let value):
                 return "\(t) @> \(try writer.bindJSON(value))"
             case .typed(let value):
@@ -214,16 +222,17 @@ struct WhereCompiler {
             }
             return "\(column) IS DISTINCT FROM \(parameter)"
         }
-        if operand == .null { return Self.presence(true, of: target) }
+        if operand == .null { return try presence(true, of: target) }
         return "NOT COALESCE(\(try equality(operand, on: target)), false)"
     }
 
     /// `$exists`: a stored JSON null counts as missing.
-    static func presence(_ exists: Bool, of target: FieldTarget) -> String {
+    mutating func presence(_ exists: Bool, of target: FieldTarget) throws(QueryError) -> String {
         switch target {
         case .column(let column, _):
             return exists ? "\(column) IS NOT NULL" : "\(column) IS NULL"
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             return exists ? "(\(t) IS NOT NULL AND \(t) <> 'null'::jsonb)" : "(\(t) IS NULL OR \(t) = 'null'::jsonb)"
         }
     }
@@ -284,7 +293,8 @@ struct WhereCompiler {
             default:
                 throw .invalidQuery("\(key) is not supported on \(field)")
             }
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             switch operand {
             case .int, .double:
                 return "(jsonb_typeof(\(t)) = 'number' AND \(t) \(op) \(try writer.bindJSON(operand)))"
@@ -341,15 +351,16 @@ struct WhereCompiler {
                     alternatives.append("\(column) = ANY(\(try writer.bind(.textArray(texts), as: cast + "[]")))")
                 }
             }
-        case .custom(let t, _):
+        case .custom(let path):
             if !values.isEmpty {
+                let t = try expression(path)
                 let parameter = try writer.bindJSON(.array(values.map(\.json)))
                 let typed = values.contains { if case .typed = $0 { true } else { false } }
                 let match = typed ? "\(t) @> e.v OR \(t) @> jsonb_build_array(e.v)" : "\(t) @> e.v"
                 alternatives.append("EXISTS (SELECT 1 FROM jsonb_array_elements(\(parameter)) AS e(v) WHERE \(match))")
             }
         }
-        if values.count < operands.count { alternatives.append(Self.presence(false, of: target)) }
+        if values.count < operands.count { alternatives.append(try presence(false, of: target)) }
         switch alternatives.count {
         case 0: return "FALSE"
         case 1: return alternatives[0]
@@ -360,13 +371,15 @@ struct WhereCompiler {
     /// `$all`: an array field holding every value.
     private mutating func containsAll(_ operand: JSONValue, on target: FieldTarget, field: String) throws(QueryError) -> String {
         let operands = try list("$all", operand, field: field)
-        let t: String
-        switch target {
-        case .custom(let sql, _): t = sql
-        case .column(let column, .object): t = column
-        case .column: throw .invalidQuery("$all on \(field) needs an array field")
+        if case .column(_, let type) = target, type != .object {
+            throw .invalidQuery("$all on \(field) needs an array field")
         }
         if operands.isEmpty { return "FALSE" }
+        let t: String
+        switch target {
+        case .custom(let path): t = try expression(path)
+        case .column(let column, _): t = column
+        }
         return "\(t) @> \(try writer.bindJSON(.array(operands.map(\.json))))"
     }
 
@@ -390,7 +403,8 @@ struct WhereCompiler {
             return "\(column) ~ \(parameter)"
         case .column:
             throw .invalidQuery("$regex on \(field) needs a string field")
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             return "(jsonb_typeof(\(t)) = 'string' AND (\(t) #>> '{}') ~ \(parameter))"
         }
     }
@@ -412,13 +426,14 @@ struct WhereCompiler {
     // MARK: - Geo
 
     /// The jsonb expression of a geo operator's field, after checking the class has a geo column.
-    private func geoField(_ target: FieldTarget, _ op: String, field: String) throws(QueryError) -> (geo: String, guard: String) {
-        guard case .custom(let t, let path) = target, path.count == 1 else {
+    private mutating func geoField(_ target: FieldTarget, _ op: String, field: String) throws(QueryError) -> (geo: String, guard: String) {
+        guard case .custom(let path) = target, path.count == 1 else {
             throw .invalidQuery("\(op) needs a GeoPoint field; \(field) is not one")
         }
         guard let geo = layout.geoColumn else {
             throw .invalidQuery("\(op): \(layout.className) has no GeoPoint field")
         }
+        let t = try expression(path)
         return (geo, "(\(t) ->> '__type') = 'GeoPoint'")
     }
 
