@@ -397,15 +397,15 @@ struct WhereCompiler {
             }
             flags = Set(text)
         }
-        let parameter = try writer.bind(.text(Self.postgresPattern(pattern, flags: flags)), as: "text")
+        let postgresPattern = Self.postgresPattern(pattern, flags: flags)
         switch target {
         case .column(let column, .string):
-            return "\(column) ~ \(parameter)"
+            return "\(column) ~ \(try writer.bind(.text(postgresPattern), as: "text"))"
         case .column:
             throw .invalidQuery("$regex on \(field) needs a string field")
         case .custom(let path):
             let t = try expression(path)
-            return "(jsonb_typeof(\(t)) = 'string' AND (\(t) #>> '{}') ~ \(parameter))"
+            return "(jsonb_typeof(\(t)) = 'string' AND (\(t) #>> '{}') ~ \(try writer.bind(.text(postgresPattern), as: "text")))"
         }
     }
 
