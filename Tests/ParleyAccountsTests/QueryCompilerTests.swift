@@ -36,23 +36,40 @@ final class QueryCompilerTests: XCTestCase {
 
     func testUsernameLookup() throws {
         let compiled = try compile(#"{"username":"alice"}"#, readers: ["u1"])
-        XCTAssertEqual(compiled.sql, "SELECT \(standardUserColumns) FROM users WHERE rperm && $1::text[] AND username = $2::text ORDER BY object_id LIMIT 100")
+        XCTAssertEqual(compiled.sql, "SELECT \(standardUserColumns) FROM users WHERE (rperm && $1::text[]) IS TRUE AND username = $2::text ORDER BY object_id LIMIT 100")
         XCTAssertEqual(compiled.parameters, [.textArray(["*", "u1"]), .text("alice")])
     }
 
     func testNearbyQuery() throws {
-        let compiled = try compile(#"{"location":{"$nearSphere":{"__type":"GeoPoint","latitude":48.85,"longitude":2.35},"$maxDistanceInKilometers":1}}"#, readers: [])
+        let point = #"{"__type":"GeoPoint","latitude":48.85,"longitude":2.35}"#
+        let compiled = try compile(#"{"location":{"$nearSphere":\#(point),"$maxDistanceInKilometers":1}}"#, readers: [])
         let center = "ll_to_earth($3::float8, $4::float8)"
-        XCTAssertEqual(compiled.sql, "SELECT \(standardUserColumns) FROM users WHERE rperm && $1::text[]"
+        XCTAssertEqual(compiled.sql, "SELECT \(standardUserColumns) FROM (SELECT * FROM users WHERE (rperm && $1::text[]) IS TRUE"
+            + " AND geo IS NOT NULL AND data @> $2::jsonb ORDER BY geo <-> \(center) LIMIT 100) AS nearest"
+            + " WHERE earth_distance(\(center), geo) <= $5::float8 * earth() ORDER BY geo <-> \(center) LIMIT 100")
+        XCTAssertEqual(compiled.parameters, [.textArray(["*"]), .json(#"{"location":{"__type":"GeoPoint"}}"#), .double(48.85), .double(2.35), .double(1 / 6371)])
+
+        let paged = try QueryCompiler.compileSelect(ParseQuery(className: "_User", where: ["location": ["$nearSphere": ["latitude": 1, "longitude": 2], "$maxDistance": 0.1]], limit: 20, skip: 40), layout: .users, readerIDs: nil)
+        XCTAssertTrue(paged.sql.contains("LIMIT 60) AS nearest"), paged.sql)
+        XCTAssertTrue(paged.sql.hasSuffix("LIMIT 20 OFFSET 40"), paged.sql)
+
+        // With other conditions the box bounds the scan instead, in one level.
+        let filtered = try compile(#"{"location":{"$nearSphere":\#(point),"$maxDistanceInKilometers":1},"age":{"$gt":18}}"#, readers: [])
+        XCTAssertEqual(filtered.sql, "SELECT \(standardUserColumns) FROM users WHERE (rperm && $1::text[]) IS TRUE"
             + " AND (earth_box(\(center), $5::float8 * earth()) @> geo AND earth_distance(\(center), geo) <= $5::float8 * earth()"
-            + " AND ((data -> $2::text) ->> '__type') = 'GeoPoint') ORDER BY geo <-> \(center) LIMIT 100")
-        XCTAssertEqual(compiled.parameters, [.textArray(["*"]), .text("location"), .double(48.85), .double(2.35), .double(1 / 6371)])
+            + " AND data @> $2::jsonb) AND (jsonb_typeof((data -> $6::text)) = 'number' AND (data -> $6::text) > $7::jsonb)"
+            + " ORDER BY geo <-> \(center) LIMIT 100")
+        let unbounded = try compile(#"{"location":{"$nearSphere":\#(point)}}"#)
+        XCTAssertEqual(unbounded.sql, "SELECT \(standardUserColumns) FROM users WHERE (geo IS NOT NULL AND data @> $1::jsonb)"
+            + " ORDER BY geo <-> ll_to_earth($2::float8, $3::float8) LIMIT 100")
+        let count = try QueryCompiler.compileCount(ParseQuery(className: "_User", where: ["location": ["$nearSphere": ["latitude": 1, "longitude": 2], "$maxDistance": 0.1]]), layout: .users, readerIDs: nil)
+        XCTAssertTrue(count.sql.contains("earth_box("), count.sql)
     }
 
     func testCountObjectsAndOwnerLayouts() throws {
         let query = ParseQuery(className: "Post", where: ["title": "x"], order: [.init(field: "title")], limit: 5, skip: 10, count: true)
         let count = try QueryCompiler.compileCount(query, layout: .objects(className: "Post"), readerIDs: ["u1", "*", "u1"])
-        XCTAssertEqual(count.sql, "SELECT count(*) AS count FROM objects WHERE class_name = $1::text AND rperm && $2::text[] AND (data -> $3::text) @> $4::jsonb")
+        XCTAssertEqual(count.sql, "SELECT count(*) AS count FROM objects WHERE class_name = $1::text AND (rperm && $2::text[]) IS TRUE AND (data -> $3::text) @> $4::jsonb")
         XCTAssertEqual(count.parameters, [.text("Post"), .textArray(["*", "u1"]), .text("title"), .json("\"x\"")])
 
         let select = try QueryCompiler.compileSelect(query, layout: .objects(className: "Post"), readerIDs: nil)
@@ -153,9 +170,9 @@ final class QueryCompilerTests: XCTestCase {
         let box = try predicate(#"{"location":{"$within":{"$box":[{"__type":"GeoPoint","latitude":10,"longitude":170},{"__type":"GeoPoint","latitude":20,"longitude":-170}]}}}"#)
         XCTAssertEqual(box.0, "(geo <@ cube(ARRAY[$2::float8 * earth(), $4::float8 * earth(), $6::float8 * earth()],"
             + " ARRAY[$3::float8 * earth(), $5::float8 * earth(), $7::float8 * earth()]) AND latitude(geo) BETWEEN $8::float8 AND $9::float8"
-            + " AND (longitude(geo) >= $10::float8 OR longitude(geo) <= $11::float8) AND ((data -> $1::text) ->> '__type') = 'GeoPoint')")
+            + " AND (longitude(geo) >= $10::float8 OR longitude(geo) <= $11::float8) AND data @> $1::jsonb)")
         let sphere = try predicate(#"{"location":{"$geoWithin":{"$centerSphere":[[2.35,48.85],0.01]}}}"#)
-        XCTAssertEqual(sphere.1, [.text("location"), .double(48.85), .double(2.35), .double(0.01)])
+        XCTAssertEqual(sphere.1, [.json(#"{"location":{"__type":"GeoPoint"}}"#), .double(48.85), .double(2.35), .double(0.01)])
         XCTAssertFalse(sphere.0.contains("ORDER"))
     }
 

@@ -36,7 +36,8 @@ public struct TableLayout: Sendable, Equatable {
 
     /// How a non-master read is restricted.
     public enum ReadAccess: Sendable, Equatable {
-        /// `column && ARRAY['*', <reader ids>]` (flattened ACL, GIN-indexed).
+        /// `(column && ARRAY['*', <reader ids>]) IS TRUE` (flattened ACL; deliberately not
+        /// index-backed, see docs/queries.md).
         case permissions(column: String)
         /// `column = ANY(<reader ids>)`: only rows the reader owns (sessions).
         case owner(column: String)
