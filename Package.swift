@@ -29,13 +29,21 @@ let package = Package(
         // Domain.
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"]),
 
+        .target(name: "ParleyRealtime", dependencies: [
+            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics",
+        ]),
+
+        .target(name: "ParleyCalls", dependencies: [
+            "ParleyJSON", "ParleyRealtime", "ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics", "COpenSSL",
+        ]),
+
         // Wire formats of the domain: the Parse-compatible REST API.
         .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"]),
 
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyAccounts",
-            "ParleyParse", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
@@ -48,6 +56,8 @@ let package = Package(
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -333,3 +333,14 @@ extension EventLoop: SerialExecutor, TaskExecutor {
         preconditionInEventLoop()
     }
 }
+
+extension EventLoop {
+    /// Suspends the calling task for `duration` using this loop's timers (any thread).
+    public func sleep(for duration: Duration) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            execute { [self] in
+                schedule(after: duration) { continuation.resume() }
+            }
+        }
+    }
+}

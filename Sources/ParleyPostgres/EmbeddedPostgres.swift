@@ -111,7 +111,7 @@ public final class EmbeddedPostgres: Sendable {
     /// creates the database if missing, and returns a libpq connection string for it.
     @discardableResult
     public func start() throws(EmbeddedPostgresError) -> String {
-        for path in [clusterDirectory] where !Self.isSafePath(path) { throw .unsafePath(path) }
+        guard Self.isSafePath(clusterDirectory) else { throw .unsafePath(clusterDirectory) }
         let binaries = try Self.locateBinaries(in: configuration.binDirectory)
         let account = try Self.unprivilegedAccount(named: configuration.systemUser)
         try prepareClusterDirectory(account: account)
@@ -393,11 +393,7 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     private func runChecked(_ program: String, _ arguments: [String], account: Account?, outputPath: String, logTail: String) throws(EmbeddedPostgresError) {
-        if account != nil {
-            // The output file is created by us (root) before the child drops privileges; the child only appends.
-            let fd = open(outputPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-            if fd >= 0 { close(fd) }
-        }
+        // The output file is opened before runuser drops privileges, so the child needs no rights on it.
         let status = try run(program, arguments, account: account, outputPath: outputPath)
         guard status.isSuccess else {
             var output = LocalFiles.tail(outputPath, count: 2000)

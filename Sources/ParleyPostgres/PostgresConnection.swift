@@ -44,10 +44,13 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         var outcome: Result<PostgresRows, PostgresError>?
         /// Prepared-statement cache key, to forget the statement if preparing it fails or its plan went stale.
         let preparedKey: String?
+        /// Name of the prepared statement executed, if any.
+        let statementName: String?
 
-        init(endsRemaining: Int, preparedKey: String?, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+        init(endsRemaining: Int, preparedKey: String?, statementName: String?, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
             self.endsRemaining = endsRemaining
             self.preparedKey = preparedKey
+            self.statementName = statementName
             self.completion = completion
         }
 
@@ -60,6 +63,9 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
     private var phase: Phase = .idle
     private var pending = FIFO<PendingStatement>()
     private var preparedNames: [String: String] = [:]
+    /// Why preparing a statement failed, by name: statements pipelined behind the failed PREPARE
+    /// with the same name fail with "does not exist" (26000) and get this error instead.
+    private var prepareFailures: [String: PostgresError] = [:]
     private var statementCounter = 0
     private var writeInterest = false
     private var failedAttempts = 0
@@ -132,6 +138,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
 
         var ends = 1
         var cacheKey: String?
+        var statementName: String?
         var queued: Bool
         if prepared && configuration.maxPreparedStatements > 0 {
             var key = sql
@@ -139,6 +146,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             for i in 0..<Int(parameters.count) { key += String(parameters.types[i]) + "," }
             if let name = preparedNames[key] {
                 cacheKey = key
+                statementName = name
                 queued = parameters.withValues { PQsendQueryPrepared(conn, name, parameters.count, $0, nil, nil, 0) } == 1
             } else if preparedNames.count < configuration.maxPreparedStatements {
                 statementCounter += 1
@@ -147,6 +155,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
                     && parameters.withValues { PQsendQueryPrepared(conn, name, parameters.count, $0, nil, nil, 0) } == 1
                 preparedNames[key] = name
                 cacheKey = key
+                statementName = name
                 ends = 2
             } else {
                 queued = parameters.withValues { PQsendQueryParams(conn, sql, parameters.count, parameters.types, $0, nil, nil, 0) } == 1
@@ -162,7 +171,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             connectionLost(reason)
             return
         }
-        pending.append(PendingStatement(endsRemaining: ends, preparedKey: cacheKey, completion: completion))
+        pending.append(PendingStatement(endsRemaining: ends, preparedKey: cacheKey, statementName: statementName, completion: completion))
         stats.inFlight.add(1, ordering: .relaxed)
         stats.statements.add(1, ordering: .relaxed)
         flush()
@@ -228,11 +237,17 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             }
             guard let head = pending.first else { continue }
             head.sawResult = true
-            let outcome = LibPQ.outcome(result)
-            if case .failure(let error) = outcome, let key = head.preparedKey,
-               head.endsRemaining == 2 || error.sqlState == "0A000" {
-                // Preparing failed, or "cached plan must not change result type" after a schema change.
-                preparedNames[key] = nil
+            var outcome = LibPQ.outcome(result)
+            if case .failure(let error) = outcome, let key = head.preparedKey, let name = head.statementName {
+                if head.endsRemaining == 2 {
+                    preparedNames[key] = nil
+                    prepareFailures[name] = error
+                } else if error.sqlState == "0A000" {
+                    // "cached plan must not change result type" after a schema change: prepare afresh next time.
+                    if preparedNames[key] == name { preparedNames[key] = nil }
+                } else if error.sqlState == "26000", let original = prepareFailures[name] {
+                    outcome = .failure(original)
+                }
             }
             head.record(outcome)
         }
@@ -244,6 +259,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
                 processID: notify.pointee.be_pid))
             PQfreemem(notify)
         }
+        if pending.isEmpty && !prepareFailures.isEmpty { prepareFailures.removeAll() }
         for (statement, outcome) in finished { statement.completion(outcome) }
         if let onNotification {
             for notification in notifications { onNotification(notification) }
@@ -346,7 +362,9 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         hasConnectedBefore = true
         // Pipelined ahead of anything the delegate sends, so every statement sees these settings.
         send(LibPQ.sessionSetupSQL(statementTimeoutMilliseconds: configuration.statementTimeoutMilliseconds), [], prepared: false) { [logger] result in
-            if case .failure(let error) = result { logger.error("session setup failed", [("error", "\(error)")]) }
+            if case .failure(let error) = result, error != .shutdown {
+                logger.error("session setup failed", [("error", "\(error)")])
+            }
         }
         delegate?.connectionBecameReady(self)
     }
@@ -392,6 +410,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         let failed = pending.removeAll()
         stats.inFlight.subtract(failed.count, ordering: .relaxed)
         preparedNames.removeAll()
+        prepareFailures.removeAll()
         writeInterest = false
         scheduleReconnect()
         for statement in failed {

@@ -26,6 +26,7 @@ public struct ServerConfig: Sendable {
     public var masterKey: String?
     public var restAPIKey: String?
     public var mountPath: String
+    public var enableTestEndpoints: Bool
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -52,6 +53,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
         ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
+        ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -85,6 +87,7 @@ public struct ServerConfig: Sendable {
         masterKey = values.optionalString("master-key")
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
+        enableTestEndpoints = try values.bool("enable-test-endpoints")
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }

@@ -25,6 +25,8 @@ final class EmbeddedPostgresTests: XCTestCase {
         try client.execute("CREATE EXTENSION IF NOT EXISTS cube; CREATE EXTENSION IF NOT EXISTS earthdistance")
         let distance = try client.query("SELECT earth_distance(ll_to_earth(0, 0), ll_to_earth(0, 1)) AS d")
         XCTAssertEqual(distance.first?["d"].double ?? 0, 111_320, accuracy: 1)
+        // UTF-8 character classification (C.UTF-8 ctype), byte-order collation.
+        XCTAssertEqual(try client.query("SELECT upper($1::text) AS u", [.text("é")]).first?["u"].string, "É")
         let listen = try client.query("SHOW listen_addresses")
         XCTAssertEqual(listen.first?[0].string, "")
         client.close()
@@ -41,6 +43,12 @@ final class EmbeddedPostgresTests: XCTestCase {
         let reopened = try PostgresBlockingConnection(connectionString: url2)
         XCTAssertEqual(try reopened.query("SELECT count(*) AS n FROM pg_extension WHERE extname = 'earthdistance'").first?["n"].int, 1)
         reopened.close()
+
+        // A server left running on the directory (e.g. Parley was killed) is adopted, not started twice.
+        let adopter = EmbeddedPostgres(configuration: .init(dataDirectory: directory, durable: false))
+        XCTAssertEqual(try adopter.start(), url2)
+        try adopter.stop()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/postgres/data/postmaster.pid"))
         try again.stop()
     }
 

@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// IMF-fixdate formatting for the `Date` header (RFC 9110 §5.6.7), without Foundation.
+public enum HTTPDate {
+    /// `Sun, 06 Nov 1994 08:49:37 GMT` for a Unix time.
+    public static func format(secondsSinceEpoch seconds: Int) -> String {
+        var bytes: [UInt8] = []
+        write(secondsSinceEpoch: seconds, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func write(secondsSinceEpoch seconds: Int, into bytes: inout [UInt8]) {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // 1970-01-01 was a Thursday.
+        let weekday = ((days % 7) + 7 + 4) % 7
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        let weekdays: StaticString = "SunMonTueWedThuFriSat"
+        let months: StaticString = "JanFebMarAprMayJunJulAugSepOctNovDec"
+        bytes.append(contentsOf: UnsafeBufferPointer(start: weekdays.utf8Start + weekday * 3, count: 3))
+        bytes.append(contentsOf: [0x2C, 0x20])
+        appendDigits(day, 2, &bytes)
+        bytes.append(0x20)
+        bytes.append(contentsOf: UnsafeBufferPointer(start: months.utf8Start + (month - 1) * 3, count: 3))
+        bytes.append(0x20)
+        appendDigits(year, 4, &bytes)
+        bytes.append(0x20)
+        appendDigits(secondOfDay / 3600, 2, &bytes)
+        bytes.append(0x3A)
+        appendDigits(secondOfDay % 3600 / 60, 2, &bytes)
+        bytes.append(0x3A)
+        appendDigits(secondOfDay % 60, 2, &bytes)
+        bytes.append(contentsOf: [0x20, 0x47, 0x4D, 0x54])
+    }
+
+    private static func appendDigits(_ value: Int, _ width: Int, _ bytes: inout [UInt8]) {
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            bytes.append(UInt8(0x30 + rest / divisor % 10))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    /// Proleptic Gregorian date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    static func civilDate(daysSinceEpoch days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
+/// A ready-made `Date: …\r\n` header line, reformatted only when the second changes.
+///
+/// One per event loop: the serializer copies the cached bytes into every response head.
+public struct HTTPDateCache: Sendable {
+    public private(set) var headerLine: [UInt8] = []
+    private var second = Int.min
+
+    public init() {
+        refresh()
+    }
+
+    /// Reformats the line if the wall-clock second moved on (or to `now` when given).
+    public mutating func refresh(now: Int? = nil) {
+        let current = now ?? Int(time(nil))
+        guard current != second else { return }
+        second = current
+        headerLine.removeAll(keepingCapacity: true)
+        headerLine.append(contentsOf: "Date: ".utf8)
+        HTTPDate.write(secondsSinceEpoch: current, into: &headerLine)
+        headerLine.append(contentsOf: [UInt8.cr, .lf])
+    }
+}

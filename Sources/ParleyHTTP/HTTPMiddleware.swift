@@ -1,0 +1,32 @@
+/// An asynchronous request handler.
+public typealias HTTPHandler = @Sendable (HTTPRequest, RequestContext) async throws -> HTTPResponse
+
+/// A synchronous handler the server runs inline on the connection's event loop (no task is
+/// created): for cheap endpoints such as `/health`. It must not block.
+public typealias HTTPInlineHandler = @Sendable (HTTPRequest, RequestContext) -> HTTPResponse
+
+/// A step around async handlers (Hummingbird style): it may change the request or context,
+/// answer early, or change the response `next` returns.
+public protocol HTTPMiddleware: Sendable {
+    func handle(
+        _ request: HTTPRequest, context: RequestContext,
+        next: (HTTPRequest, RequestContext) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse
+}
+
+/// Middleware composed around a handler, outermost first.
+struct MiddlewareChain: Sendable {
+    let middlewares: [any HTTPMiddleware]
+    let handler: HTTPHandler
+
+    func run(_ request: HTTPRequest, _ context: RequestContext) async throws -> HTTPResponse {
+        try await run(request, context, from: 0)
+    }
+
+    private func run(_ request: HTTPRequest, _ context: RequestContext, from index: Int) async throws -> HTTPResponse {
+        guard index < middlewares.count else { return try await handler(request, context) }
+        return try await middlewares[index].handle(request, context: context) { request, context in
+            try await run(request, context, from: index + 1)
+        }
+    }
+}

@@ -1,0 +1,609 @@
+/// What the parser produced from the bytes it was given.
+public enum HTTPParserEvent {
+    /// A complete request line and header section.
+    case head(HTTPRequestHead)
+    /// Body bytes (de-chunked); a view into the caller's input, valid until the input is released.
+    case body(UnsafeRawBufferPointer)
+    /// The request is complete.
+    case end
+}
+
+/// An incremental, sans-I/O HTTP/1.1 request parser: bytes in, events out.
+///
+/// Feed it byte chunks of any size with `nextEvent(in:)`; each call returns at most one event
+/// and how many input bytes it consumed. The parser is an explicit state machine, one byte at a
+/// time for the head and the chunked framing, and copies only the head bytes (once) so a request
+/// split at any byte boundary produces the same events. It is strict (RFC 9110/9112 and llhttp's
+/// strict mode, see docs/http.md): anything ambiguous is an `HTTPParserError`, after which the
+/// parser stays failed and the connection must be closed after the error response.
+public struct HTTPRequestParser {
+    /// Where the parser is between two calls.
+    public enum Phase: Sendable, Equatable {
+        /// Between requests, nothing buffered.
+        case idle
+        /// Reading a request line and headers (including empty lines before a request line).
+        case head
+        /// Reading a body, or the end of a request is due.
+        case body
+        /// The last request did not keep the connection alive; only CR/LF may follow.
+        case closed
+        /// An upgrade request ended; the remaining bytes belong to the new protocol.
+        case upgraded
+        /// A parse error was thrown; every later call throws it again.
+        case failed
+    }
+
+    private enum State: UInt8 {
+        case start, startLF
+        case method, targetStart, target, version, requestLineCR, requestLineLF
+        case headerLineStart, headerName, headerValueStart, headerValue, headerLineLF, headersEndLF
+        case fixedBody, messageEnd
+        case chunkSize, chunkSizeLF
+        case chunkExtensionName, chunkExtensionValueStart, chunkExtensionToken
+        case chunkExtensionQuoted, chunkExtensionQuotedEscape, chunkExtensionAfterQuoted
+        case chunkData, chunkDataCR, chunkDataLF
+        case trailerLineStart, trailerName, trailerValue, trailerLineLF, trailerEndLF
+        case closed, upgraded, failed
+    }
+
+    /// What the headers of the current request said, reset for every request.
+    private struct Message {
+        var leadingBytes = 0
+        var methodLength = 0
+        var method = HTTPMethod.get
+        var targetStart = 0
+        var targetEnd = 0
+        var target: HTTPRequestTarget?
+        var versionIndex = 0
+        var versionMinor: UInt8 = 0
+        var nameStart = 0
+        var nameEnd = 0
+        var valueStart = 0
+        var valueEnd = 0
+        var contentLength: Int?
+        var hasTransferEncoding = false
+        var chunkedIsFinal = false
+        var hasOtherCoding = false
+        var connectionClose = false
+        var connectionKeepAlive = false
+        var connectionUpgrade = false
+        var hasUpgrade = false
+        var expectContinue = false
+        var unsupportedExpectation = false
+        var hostCount = 0
+        var keepAlive = true
+        var isUpgrade = false
+        var bodyReceived = 0
+        var chunkSizeDigits = 0
+        var extensionNameLength = 0
+        var extensionBytes = 0
+        var trailerBytes = 0
+        var trailerCount = 0
+    }
+
+    public let limits: HTTPParserLimits
+    private var state = State.start
+    private var failure: HTTPParserError?
+    private var message = Message()
+    /// Bytes left in the fixed-length body or the current chunk.
+    private var remaining = 0
+    /// The current head's bytes, copied from the input once per line (or at the end of an input chunk).
+    private var head: [UInt8] = []
+    private var fields: [HTTPHeaders.Field] = []
+    /// Whether the bytes from `runStart` in the current input belong to the head and are not yet in `head`.
+    private var inHead = false
+    private var runStart = 0
+    /// The head `consume` just completed, handed out by `step` (so `consume` returns one byte, not an event).
+    private var completedHead: HTTPRequestHead?
+
+    /// What one byte completed.
+    private enum Produced {
+        case nothing, head, end
+    }
+
+    public init(limits: HTTPParserLimits = HTTPParserLimits()) {
+        self.limits = limits
+    }
+
+    /// Where the parser is; the server uses it for its header and body deadlines.
+    public var phase: Phase {
+        switch state {
+        case .start: .idle
+        case .startLF: .head
+        case .closed: .closed
+        case .upgraded: .upgraded
+        case .failed: .failed
+        default: inHead ? .head : .body
+        }
+    }
+
+    /// Whether an upgrade request has ended: the parser consumes nothing more.
+    public var isUpgraded: Bool { state == .upgraded }
+
+    /// Parses from the start of `input` until one event is complete.
+    ///
+    /// Returns the event (nil when more input is needed) and how many bytes of `input` it used.
+    /// When the event is nil every byte was used, except after an upgrade request (see
+    /// `isUpgraded`): the unused rest belongs to the new protocol. Call again with the unused
+    /// bytes after an event; `.end` may follow `.head` without consuming anything.
+    public mutating func nextEvent(in input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (event: HTTPParserEvent?, consumed: Int) {
+        if let failure { throw failure }
+        do {
+            return try step(input)
+        } catch {
+            state = .failed
+            failure = error
+            inHead = false
+            throw error
+        }
+    }
+
+    private mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParserError) -> (event: HTTPParserEvent?, consumed: Int) {
+        let bytes = input.assumingMemoryBound(to: UInt8.self)
+        let count = bytes.count
+        var index = 0
+        runStart = 0
+        while true {
+            switch state {
+            case .upgraded, .failed:
+                return (nil, index)
+            case .messageEnd:
+                finishMessage()
+                return (.end, index)
+            case .fixedBody, .chunkData:
+                guard index < count else { return (nil, index) }
+                let take = min(count - index, remaining)
+                remaining -= take
+                if remaining == 0 { state = state == .fixedBody ? .messageEnd : .chunkDataCR }
+                return (.body(UnsafeRawBufferPointer(rebasing: input[index..<(index + take)])), index + take)
+            default:
+                guard index < count else {
+                    if inHead { flush(bytes, upTo: count) }
+                    return (nil, count)
+                }
+                switch try consume(bytes, at: index) {
+                case .nothing:
+                    index += 1
+                case .head:
+                    guard let head = completedHead else { preconditionFailure("HTTPRequestParser: no completed head") }
+                    completedHead = nil
+                    return (.head(head), index + 1)
+                case .end:
+                    return (.end, index + 1)
+                }
+            }
+        }
+    }
+
+    /// The position byte `index` of the current input will have in `head`.
+    @inline(__always)
+    private func offset(_ index: Int) -> Int { head.count + index - runStart }
+
+    private mutating func flush(_ bytes: UnsafeBufferPointer<UInt8>, upTo end: Int) {
+        if end > runStart { head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<end])) }
+        runStart = end
+    }
+
+    // swiftlint:disable:next cyclomatic_complexity function_body_length
+    private mutating func consume(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) throws(HTTPParserError) -> Produced {
+        let byte = bytes[index]
+        if inHead, message.leadingBytes + offset(index) >= limits.maxHeadBytes { throw .headTooLarge }
+        switch state {
+        case .start:
+            if HTTPCharacterClass.isToken(byte) {
+                inHead = true
+                runStart = index
+                if head.capacity == 0 { head.reserveCapacity(min(1024, limits.maxHeadBytes)) }
+                if fields.capacity == 0 { fields.reserveCapacity(16) }
+                message.methodLength = 1
+                state = .method
+            } else if byte == .cr {
+                message.leadingBytes += 1
+                if message.leadingBytes >= limits.maxHeadBytes { throw .headTooLarge }
+                state = .startLF
+            } else if byte == .lf {
+                throw .bareLineFeed
+            } else {
+                throw .invalidMethod
+            }
+
+        case .startLF:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            message.leadingBytes += 1
+            state = .start
+
+        case .method:
+            if byte == .space {
+                flush(bytes, upTo: index)
+                let found = head.withUnsafeBufferPointer { HTTPMethod(bytes: UnsafeBufferPointer(rebasing: $0[0..<message.methodLength])) }
+                guard let found else { throw .methodNotImplemented }
+                message.method = found
+                state = .targetStart
+            } else if HTTPCharacterClass.isToken(byte) {
+                message.methodLength += 1
+                if message.methodLength > HTTPMethod.maxLength { throw .methodNotImplemented }
+            } else {
+                throw .invalidMethod
+            }
+
+        case .targetStart:
+            guard HTTPCharacterClass.isTarget(byte) else { throw byte == .space ? .invalidRequestLine : .invalidTarget }
+            message.targetStart = offset(index)
+            state = .target
+
+        case .target:
+            if byte == .space {
+                message.targetEnd = offset(index)
+                message.versionIndex = 0
+                state = .version
+            } else if byte == .cr {
+                // `GET /path` CRLF is an HTTP/0.9 simple request.
+                throw .unsupportedVersion
+            } else if !HTTPCharacterClass.isTarget(byte) {
+                throw .invalidTarget
+            }
+
+        case .version:
+            try consumeVersion(byte)
+
+        case .requestLineCR:
+            guard byte == .cr else { throw byte == .lf ? .bareLineFeed : .invalidRequestLine }
+            state = .requestLineLF
+
+        case .requestLineLF:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            flush(bytes, upTo: index + 1)
+            let range = message.targetStart..<message.targetEnd
+            message.target = try head.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
+                try HTTPRequestTarget.parse(buffer, range: range)
+            }
+            state = .headerLineStart
+
+        case .headerLineStart:
+            if HTTPCharacterClass.isToken(byte) {
+                message.nameStart = offset(index)
+                state = .headerName
+            } else if byte == .cr {
+                state = .headersEndLF
+            } else if HTTPCharacterClass.isWhitespace(byte) {
+                throw .obsoleteLineFolding
+            } else if byte == .lf {
+                throw .bareLineFeed
+            } else {
+                throw .invalidHeaderName
+            }
+
+        case .headerName:
+            if byte == .colon {
+                message.nameEnd = offset(index)
+                state = .headerValueStart
+            } else if !HTTPCharacterClass.isToken(byte) {
+                throw .invalidHeaderName
+            }
+
+        case .headerValueStart:
+            if HTTPCharacterClass.isWhitespace(byte) {
+                break
+            } else if byte == .cr {
+                message.valueStart = offset(index)
+                message.valueEnd = message.valueStart
+                state = .headerLineLF
+            } else if HTTPCharacterClass.isFieldValue(byte) {
+                message.valueStart = offset(index)
+                message.valueEnd = message.valueStart + 1
+                state = .headerValue
+            } else {
+                throw byte == .lf ? .bareLineFeed : .invalidHeaderValue
+            }
+
+        case .headerValue:
+            if byte == .cr {
+                state = .headerLineLF
+            } else if HTTPCharacterClass.isFieldValue(byte) {
+                if !HTTPCharacterClass.isWhitespace(byte) { message.valueEnd = offset(index) + 1 }
+            } else {
+                throw byte == .lf ? .bareLineFeed : .invalidHeaderValue
+            }
+
+        case .headerLineLF:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            flush(bytes, upTo: index + 1)
+            try completeHeaderLine()
+            state = .headerLineStart
+
+        case .headersEndLF:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            flush(bytes, upTo: index + 1)
+            completedHead = try completeHead()
+            return .head
+
+        case .chunkSize:
+            if let digit = HTTPCharacterClass.hexValue(byte) {
+                message.chunkSizeDigits += 1
+                let (shifted, overflow) = remaining.multipliedReportingOverflow(by: 16)
+                let (size, carry) = shifted.addingReportingOverflow(Int(digit))
+                if overflow || carry || size > limits.maxBodyBytes - message.bodyReceived { throw .bodyTooLarge }
+                remaining = size
+            } else if message.chunkSizeDigits == 0 {
+                throw .invalidChunkSize
+            } else if byte == .cr {
+                state = .chunkSizeLF
+            } else if byte == .semicolon {
+                message.extensionNameLength = 0
+                state = .chunkExtensionName
+            } else {
+                throw .invalidChunkSize
+            }
+
+        case .chunkSizeLF:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            message.chunkSizeDigits = 0
+            if remaining == 0 {
+                state = .trailerLineStart
+            } else {
+                message.bodyReceived += remaining
+                state = .chunkData
+            }
+
+        case .chunkExtensionName, .chunkExtensionValueStart, .chunkExtensionToken,
+             .chunkExtensionQuoted, .chunkExtensionQuotedEscape, .chunkExtensionAfterQuoted:
+            try consumeChunkExtension(byte)
+
+        case .chunkDataCR:
+            guard byte == .cr else { throw .invalidChunkTerminator }
+            state = .chunkDataLF
+
+        case .chunkDataLF:
+            guard byte == .lf else { throw .invalidChunkTerminator }
+            state = .chunkSize
+
+        case .trailerLineStart, .trailerName, .trailerValue, .trailerLineLF, .trailerEndLF:
+            return try consumeTrailer(byte)
+
+        case .closed:
+            guard byte == .cr || byte == .lf else { throw .dataAfterClose }
+
+        case .fixedBody, .chunkData, .messageEnd, .upgraded, .failed:
+            preconditionFailure("HTTPRequestParser: state \(state) is handled by step()")
+        }
+        return .nothing
+    }
+
+    /// `HTTP/` DIGIT `.` DIGIT, checked as each byte arrives so a bad version fails at once.
+    private mutating func consumeVersion(_ byte: UInt8) throws(HTTPParserError) {
+        let prefix: StaticString = "HTTP/"
+        switch message.versionIndex {
+        case 0..<5:
+            guard byte == prefix.utf8Start[message.versionIndex] else { throw .invalidRequestLine }
+        case 5:
+            guard byte >= 0x30, byte <= 0x39 else { throw .invalidRequestLine }
+            if byte != 0x31 { throw .unsupportedVersion }
+        case 6:
+            guard byte == 0x2E else { throw .invalidRequestLine }
+        default:
+            guard byte >= 0x30, byte <= 0x39 else { throw .invalidRequestLine }
+            guard byte <= 0x31 else { throw .unsupportedVersion }
+            message.versionMinor = byte - 0x30
+            state = .requestLineCR
+        }
+        message.versionIndex += 1
+    }
+
+    private mutating func consumeChunkExtension(_ byte: UInt8) throws(HTTPParserError) {
+        message.extensionBytes += 1
+        if message.extensionBytes > limits.maxChunkExtensionBytes { throw .chunkExtensionsTooLarge }
+        switch state {
+        case .chunkExtensionName:
+            if HTTPCharacterClass.isToken(byte) {
+                message.extensionNameLength += 1
+            } else if message.extensionNameLength == 0 {
+                throw .invalidChunkExtension
+            } else if byte == .cr {
+                state = .chunkSizeLF
+            } else if byte == .semicolon {
+                message.extensionNameLength = 0
+            } else if byte == .equals {
+                state = .chunkExtensionValueStart
+            } else {
+                throw .invalidChunkExtension
+            }
+        case .chunkExtensionValueStart:
+            if byte == .quote {
+                state = .chunkExtensionQuoted
+            } else if HTTPCharacterClass.isToken(byte) {
+                state = .chunkExtensionToken
+            } else {
+                throw .invalidChunkExtension
+            }
+        case .chunkExtensionToken, .chunkExtensionAfterQuoted:
+            if byte == .cr {
+                state = .chunkSizeLF
+            } else if byte == .semicolon {
+                message.extensionNameLength = 0
+                state = .chunkExtensionName
+            } else if state == .chunkExtensionAfterQuoted || !HTTPCharacterClass.isToken(byte) {
+                throw .invalidChunkExtension
+            }
+        case .chunkExtensionQuoted:
+            if byte == .quote {
+                state = .chunkExtensionAfterQuoted
+            } else if byte == .backslash {
+                state = .chunkExtensionQuotedEscape
+            } else if !HTTPCharacterClass.isFieldValue(byte) {
+                throw .invalidChunkExtension
+            }
+        default:
+            // quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )
+            guard HTTPCharacterClass.isFieldValue(byte) else { throw .invalidChunkExtension }
+            state = .chunkExtensionQuoted
+        }
+    }
+
+    /// Trailer fields are checked like header fields, bounded, and dropped.
+    private mutating func consumeTrailer(_ byte: UInt8) throws(HTTPParserError) -> Produced {
+        message.trailerBytes += 1
+        if message.trailerBytes > limits.maxHeadBytes { throw .trailersTooLarge }
+        switch state {
+        case .trailerLineStart:
+            if HTTPCharacterClass.isToken(byte) {
+                state = .trailerName
+            } else if byte == .cr {
+                state = .trailerEndLF
+            } else {
+                throw HTTPCharacterClass.isWhitespace(byte) ? .obsoleteLineFolding : (byte == .lf ? .bareLineFeed : .invalidTrailer)
+            }
+        case .trailerName:
+            if byte == .colon {
+                state = .trailerValue
+            } else if !HTTPCharacterClass.isToken(byte) {
+                throw .invalidTrailer
+            }
+        case .trailerValue:
+            if byte == .cr {
+                state = .trailerLineLF
+            } else if !HTTPCharacterClass.isFieldValue(byte) {
+                throw byte == .lf ? .bareLineFeed : .invalidTrailer
+            }
+        case .trailerLineLF:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            message.trailerCount += 1
+            if message.trailerCount > limits.maxHeaderCount { throw .trailersTooLarge }
+            state = .trailerLineStart
+        default:
+            guard byte == .lf else { throw .bareCarriageReturn }
+            finishMessage()
+            return .end
+        }
+        return .nothing
+    }
+
+    /// Records the header line that just ended and applies the fields that decide framing.
+    private mutating func completeHeaderLine() throws(HTTPParserError) {
+        guard fields.count < limits.maxHeaderCount else { throw .tooManyHeaders }
+        let field = HTTPHeaders.Field(
+            nameStart: UInt32(message.nameStart), nameLength: UInt32(message.nameEnd - message.nameStart),
+            valueStart: UInt32(message.valueStart), valueLength: UInt32(message.valueEnd - message.valueStart))
+        fields.append(field)
+        let nameRange = message.nameStart..<message.nameEnd
+        let valueRange = message.valueStart..<message.valueEnd
+        // A local reference to the bytes, so `message` can be mutated in place (no struct copy).
+        let bytes = head
+        try bytes.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
+            try HTTPRequestParser.interpret(
+                name: UnsafeBufferPointer(rebasing: buffer[nameRange]),
+                value: UnsafeBufferPointer(rebasing: buffer[valueRange]),
+                into: &message)
+        }
+    }
+
+    private static func interpret(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into message: inout Message) throws(HTTPParserError) {
+        switch name.count {
+        case 4 where HTTPCharacterClass.equalsCaseInsensitive(name, "host"):
+            message.hostCount += 1
+            if message.hostCount > 1 { throw .duplicateHost }
+        case 6 where HTTPCharacterClass.equalsCaseInsensitive(name, "expect"):
+            if HTTPCharacterClass.equalsCaseInsensitive(value, "100-continue") {
+                message.expectContinue = true
+            } else if !value.isEmpty {
+                message.unsupportedExpectation = true
+            }
+        case 7 where HTTPCharacterClass.equalsCaseInsensitive(name, "upgrade"):
+            message.hasUpgrade = !value.isEmpty
+        case 10 where HTTPCharacterClass.equalsCaseInsensitive(name, "connection"):
+            HTTPHeaders.forEachListElement(value) { token in
+                if HTTPCharacterClass.equalsCaseInsensitive(token, "close") {
+                    message.connectionClose = true
+                } else if HTTPCharacterClass.equalsCaseInsensitive(token, "keep-alive") {
+                    message.connectionKeepAlive = true
+                } else if HTTPCharacterClass.equalsCaseInsensitive(token, "upgrade") {
+                    message.connectionUpgrade = true
+                }
+            }
+        case 14 where HTTPCharacterClass.equalsCaseInsensitive(name, "content-length"):
+            if message.hasTransferEncoding { throw .contentLengthWithTransferEncoding }
+            if message.contentLength != nil { throw .duplicateContentLength }
+            guard !value.isEmpty else { throw .invalidContentLength }
+            var length = 0
+            for byte in value {
+                guard byte >= 0x30, byte <= 0x39 else { throw .invalidContentLength }
+                let (shifted, overflow) = length.multipliedReportingOverflow(by: 10)
+                let (sum, carry) = shifted.addingReportingOverflow(Int(byte - 0x30))
+                if overflow || carry { throw .invalidContentLength }
+                length = sum
+            }
+            message.contentLength = length
+        case 17 where HTTPCharacterClass.equalsCaseInsensitive(name, "transfer-encoding"):
+            if message.contentLength != nil { throw .contentLengthWithTransferEncoding }
+            message.hasTransferEncoding = true
+            try HTTPHeaders.forEachListElement(value) { (element) throws(HTTPParserError) in
+                // Nothing may follow `chunked` (RFC 9112 §6.1: chunked is final and applied once).
+                if message.chunkedIsFinal { throw .invalidTransferEncoding }
+                var end = 0
+                while end < element.count, HTTPCharacterClass.isToken(element[end]) { end += 1 }
+                guard end > 0 else { throw .invalidTransferEncoding }
+                var rest = end
+                while rest < element.count, HTTPCharacterClass.isWhitespace(element[rest]) { rest += 1 }
+                let hasParameters = rest < element.count
+                if HTTPCharacterClass.equalsCaseInsensitive(UnsafeBufferPointer(rebasing: element[0..<end]), "chunked") {
+                    guard !hasParameters else { throw .invalidTransferEncoding }
+                    message.chunkedIsFinal = true
+                } else {
+                    guard !hasParameters || element[rest] == .semicolon else { throw .invalidTransferEncoding }
+                    message.hasOtherCoding = true
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    /// The header section ended: decide framing and persistence, hand the head bytes over.
+    private mutating func completeHead() throws(HTTPParserError) -> HTTPRequestHead {
+        inHead = false
+        let isHTTP11 = message.versionMinor == 1
+        let framing: HTTPBodyFraming
+        if message.hasTransferEncoding {
+            guard isHTTP11 else { throw .transferEncodingInHTTP10 }
+            guard message.chunkedIsFinal else { throw .invalidTransferEncoding }
+            guard !message.hasOtherCoding else { throw .unsupportedTransferEncoding }
+            framing = .chunked
+        } else if let length = message.contentLength {
+            guard length <= limits.maxBodyBytes else { throw .bodyTooLarge }
+            framing = .contentLength(length)
+        } else {
+            framing = .contentLength(0)
+        }
+        if message.unsupportedExpectation, isHTTP11 { throw .unsupportedExpectation }
+        message.keepAlive = isHTTP11 ? !message.connectionClose : message.connectionKeepAlive && !message.connectionClose
+        message.isUpgrade = isHTTP11 && message.connectionUpgrade && message.hasUpgrade
+        guard let target = message.target else { preconditionFailure("HTTPRequestParser: head without target") }
+        let raw = head
+        let headers = HTTPHeaders(storage: raw, fields: fields)
+        head = []
+        fields = []
+        let result = HTTPRequestHead(
+            method: message.method, version: isHTTP11 ? .http1_1 : .http1_0, headers: headers, raw: raw,
+            target: target, keepAlive: message.keepAlive, expectContinue: isHTTP11 && message.expectContinue,
+            isUpgrade: message.isUpgrade, bodyFraming: framing)
+        switch framing {
+        case .chunked:
+            remaining = 0
+            state = .chunkSize
+        case .contentLength(let length) where length > 0:
+            remaining = length
+            state = .fixedBody
+        case .contentLength:
+            state = .messageEnd
+        }
+        return result
+    }
+
+    private mutating func finishMessage() {
+        if message.isUpgrade {
+            state = .upgraded
+        } else {
+            state = message.keepAlive ? .start : .closed
+        }
+        message = Message()
+    }
+}

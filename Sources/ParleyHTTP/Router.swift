@@ -1,0 +1,198 @@
+/// What a route runs: inline on the loop, as a task through its middleware chain, or a
+/// protocol switch.
+public enum RouteHandler: Sendable {
+    case inline(HTTPInlineHandler)
+    case async(HTTPHandler)
+    case upgrade(HTTPUpgradeHandler)
+}
+
+/// One registered route.
+public struct Route: Sendable {
+    public let method: HTTPMethod
+    /// The full pattern, prefixes included (`/parse/classes/:className`).
+    public let pattern: String
+    public let handler: RouteHandler
+    /// Names of the pattern's parameters in order (`*` for a trailing wildcard).
+    let parameterNames: [String]
+}
+
+/// Collects routes and middleware at startup; the server turns it into a `RouteTable`.
+///
+/// Patterns are `/`-separated segments: literals, `:name` parameters, and a trailing `*` that
+/// matches the rest of the path (zero or more segments, available as parameter `"*"`). Empty
+/// segments are ignored, so `/a//b/` matches `/a/b`. Literals win over parameters, parameters over
+/// `*`, with backtracking. Middleware added with `add(middleware:)` wraps the async routes
+/// registered after it; inline routes skip middleware.
+public final class Router {
+    private var routes: [Route] = []
+    private var shapes: Set<String> = []
+    private var middlewares: [any HTTPMiddleware] = []
+
+    public init() {}
+
+    /// Wraps the async routes registered from now on (on this router and groups made later).
+    @discardableResult
+    public func add(middleware: any HTTPMiddleware) -> Router {
+        middlewares.append(middleware)
+        return self
+    }
+
+    /// Registers an async handler.
+    @discardableResult
+    public func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPHandler) -> Router {
+        register(method, pattern, middlewares: middlewares, handler: handler)
+        return self
+    }
+
+    /// Registers a handler that runs inline on the event loop, without middleware or a task.
+    @discardableResult
+    public func inline(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPInlineHandler) -> Router {
+        register(method, pattern, handler: .inline(handler))
+        return self
+    }
+
+    /// Registers a `GET` route for protocol upgrades (WebSocket): `handler` runs on the loop once
+    /// every earlier response on the connection is written. A request without `Connection: upgrade`
+    /// and `Upgrade` gets 426 without calling it.
+    @discardableResult
+    public func upgrade(_ pattern: String, use handler: @escaping HTTPUpgradeHandler) -> Router {
+        register(.get, pattern, handler: .upgrade(handler))
+        return self
+    }
+
+    @discardableResult public func get(_ pattern: String, use handler: @escaping HTTPHandler) -> Router { on(.get, pattern, use: handler) }
+    @discardableResult public func post(_ pattern: String, use handler: @escaping HTTPHandler) -> Router { on(.post, pattern, use: handler) }
+    @discardableResult public func put(_ pattern: String, use handler: @escaping HTTPHandler) -> Router { on(.put, pattern, use: handler) }
+    @discardableResult public func patch(_ pattern: String, use handler: @escaping HTTPHandler) -> Router { on(.patch, pattern, use: handler) }
+    @discardableResult public func delete(_ pattern: String, use handler: @escaping HTTPHandler) -> Router { on(.delete, pattern, use: handler) }
+
+    /// A group whose patterns start with `prefix` and which carries the router's current middleware.
+    public func group(_ prefix: String) -> RouterGroup {
+        RouterGroup(router: self, prefix: prefix, middlewares: middlewares)
+    }
+
+    /// The immutable, thread-safe lookup structure for the routes registered so far.
+    public func makeTable() -> RouteTable {
+        RouteTable(routes: routes)
+    }
+
+    func register(_ method: HTTPMethod, _ pattern: String, middlewares: [any HTTPMiddleware], handler: @escaping HTTPHandler) {
+        guard !middlewares.isEmpty else {
+            register(method, pattern, handler: .async(handler))
+            return
+        }
+        let chain = MiddlewareChain(middlewares: middlewares, handler: handler)
+        let wrapped: HTTPHandler = { (request: HTTPRequest, context: RequestContext) async throws -> HTTPResponse in
+            try await chain.run(request, context)
+        }
+        register(method, pattern, handler: .async(wrapped))
+    }
+
+    func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler) {
+        let segments = RoutePattern.segments(of: pattern)
+        let canonical = RoutePattern.canonical(segments)
+        let shape = "\(method.rawValue) " + segments.map { segment in
+            switch segment {
+            case .literal(let bytes): String(decoding: bytes, as: UTF8.self)
+            case .parameter: ":"
+            case .wildcard: "*"
+            }
+        }.joined(separator: "/")
+        precondition(shapes.insert(shape).inserted, "Router: duplicate route \(method) \(canonical)")
+        let names = segments.compactMap { segment -> String? in
+            switch segment {
+            case .literal: nil
+            case .parameter(let name): name
+            case .wildcard: "*"
+            }
+        }
+        routes.append(Route(method: method, pattern: canonical, handler: handler, parameterNames: names))
+    }
+}
+
+/// Routes under a common prefix with their own middleware (e.g. everything under `/parse`).
+public struct RouterGroup {
+    let router: Router
+    let prefix: String
+    let middlewares: [any HTTPMiddleware]
+
+    /// A copy of this group that also wraps its async routes in `middleware`.
+    public func add(middleware: any HTTPMiddleware) -> RouterGroup {
+        RouterGroup(router: router, prefix: prefix, middlewares: middlewares + [middleware])
+    }
+
+    /// A nested group.
+    public func group(_ prefix: String) -> RouterGroup {
+        RouterGroup(router: router, prefix: RoutePattern.join(self.prefix, prefix), middlewares: middlewares)
+    }
+
+    @discardableResult
+    public func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup {
+        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, handler: handler)
+        return self
+    }
+
+    @discardableResult
+    public func inline(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPInlineHandler) -> RouterGroup {
+        router.register(method, RoutePattern.join(prefix, pattern), handler: .inline(handler))
+        return self
+    }
+
+    /// See `Router.upgrade(_:use:)`.
+    @discardableResult
+    public func upgrade(_ pattern: String, use handler: @escaping HTTPUpgradeHandler) -> RouterGroup {
+        router.register(.get, RoutePattern.join(prefix, pattern), handler: .upgrade(handler))
+        return self
+    }
+
+    @discardableResult public func get(_ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup { on(.get, pattern, use: handler) }
+    @discardableResult public func post(_ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup { on(.post, pattern, use: handler) }
+    @discardableResult public func put(_ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup { on(.put, pattern, use: handler) }
+    @discardableResult public func patch(_ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup { on(.patch, pattern, use: handler) }
+    @discardableResult public func delete(_ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup { on(.delete, pattern, use: handler) }
+}
+
+/// Route pattern syntax.
+enum RoutePattern {
+    enum Segment: Sendable, Equatable {
+        case literal([UInt8])
+        case parameter(String)
+        case wildcard
+    }
+
+    static func segments(of pattern: String) -> [Segment] {
+        let parts = pattern.split(separator: "/", omittingEmptySubsequences: true)
+        var result: [Segment] = []
+        var names: Set<String> = []
+        for (index, part) in parts.enumerated() {
+            if part == "*" {
+                precondition(index == parts.count - 1, "Router: `*` must be the last segment in \(pattern)")
+                result.append(.wildcard)
+            } else if part.hasPrefix(":") {
+                let name = String(part.dropFirst())
+                precondition(!name.isEmpty && name != "*", "Router: empty parameter name in \(pattern)")
+                precondition(names.insert(name).inserted, "Router: parameter :\(name) repeated in \(pattern)")
+                result.append(.parameter(name))
+            } else {
+                result.append(.literal(Array(part.utf8)))
+            }
+        }
+        return result
+    }
+
+    static func canonical(_ segments: [Segment]) -> String {
+        "/" + segments.map { segment in
+            switch segment {
+            case .literal(let bytes): String(decoding: bytes, as: UTF8.self)
+            case .parameter(let name): ":" + name
+            case .wildcard: "*"
+            }
+        }.joined(separator: "/")
+    }
+
+    static func join(_ prefix: String, _ pattern: String) -> String {
+        let segments = segments(of: prefix)
+        precondition(!segments.contains(.wildcard), "Router: a group prefix cannot end in `*` (\(prefix))")
+        return canonical(segments + self.segments(of: pattern))
+    }
+}

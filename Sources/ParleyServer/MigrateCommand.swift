@@ -1,0 +1,28 @@
+import ParleyLog
+import ParleyPostgres
+
+/// `parley migrate`: applies pending SQL migrations and exits.
+public enum MigrateCommand {
+    public static let options: [ConfigOption] = ServerConfig.options.filter {
+        ["data-dir", "database-url", "migrations-dir", "log-level"].contains($0.key)
+    }
+
+    public static func run(_ values: ConfigValues) throws -> Int32 {
+        let dataDirectory = values.string("data-dir")
+        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: dataDirectory).provision()
+        defer { try? provisioned.embedded?.stop() }
+        let applied = try MigrationRunner.apply(connectionString: provisioned.connectionString, directory: values.optionalString("migrations-dir"))
+        print(applied.isEmpty ? "database is up to date" : "applied \(applied.count) migration(s): " + applied.map(\.fileName).joined(separator: ", "))
+        return 0
+    }
+}
+
+/// Finds the migrations directory and applies what is pending (blocking).
+enum MigrationRunner {
+    static func apply(connectionString: String, directory: String?) throws -> [Migration] {
+        guard let directory = directory ?? Migrator.defaultDirectory() else {
+            throw ServerError.migrationsNotFound
+        }
+        return try Migrator(connectionString: connectionString, directory: directory).migrate()
+    }
+}

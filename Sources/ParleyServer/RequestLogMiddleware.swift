@@ -1,0 +1,23 @@
+import ParleyHTTP
+import ParleyLog
+
+/// Logs each routed request at debug level, and failures at warning, with the request id.
+struct RequestLogMiddleware: HTTPMiddleware {
+    func handle(
+        _ request: HTTPRequest, context: RequestContext,
+        next: (HTTPRequest, RequestContext) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        var context = context
+        context.logger = context.logger.with("request_id", "\(context.requestID)")
+        do {
+            let response = try await next(request, context)
+            if context.logger.isEnabled(.debug) {
+                context.logger.debug("request", [("method", request.method.rawValue), ("path", request.path), ("status", "\(response.status.code)")])
+            }
+            return response
+        } catch {
+            context.logger.warning("request failed", [("method", request.method.rawValue), ("path", request.path), ("error", "\(error)")])
+            throw error
+        }
+    }
+}

@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ParleyHTTP
+import ParleyLog
+import ParleyNet
+import ParleyPostgres
+
+/// Everything a running node owns, started in dependency order and stopped in reverse.
+public final class ServerRuntime: Sendable {
+    public let config: ServerConfig
+    public let group: EventLoopGroup
+    public let blockingPool: BlockingPool
+    public let database: PostgresClient
+    public let metrics: ServerMetrics
+    private let embedded: EmbeddedPostgres?
+    private let http: HTTPServer
+    private let logger: Logger
+
+    /// Provisions the database and applies migrations (blocking), then builds the services.
+    public init(config: ServerConfig, logger: Logger) throws {
+        self.config = config
+        self.logger = logger
+        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision()
+        embedded = provisioned.embedded
+        do {
+            let applied = try MigrationRunner.apply(
+                connectionString: provisioned.connectionString,
+                directory: config.migrationsDirectory.isEmpty ? nil : config.migrationsDirectory)
+            if !applied.isEmpty { logger.info("migrations applied", [("count", "\(applied.count)")]) }
+            group = try EventLoopGroup(threads: config.threads)
+            blockingPool = try BlockingPool(threads: config.blockingThreads)
+        } catch {
+            try? provisioned.embedded?.stop()
+            throw error
+        }
+        database = PostgresClient(group: group, configuration: PostgresConfiguration(
+            connectionString: provisioned.connectionString,
+            connectionsPerLoop: config.databasePoolSize,
+            statementTimeout: config.statementTimeout))
+        metrics = ServerMetrics()
+
+        let router = Router()
+        HealthEndpoints(database: database, metrics: metrics).register(on: router)
+        router.add(middleware: RequestLogMiddleware())
+        if config.enableTestEndpoints {
+            logger.warning("test endpoints enabled")
+            TestEndpoints(group: group).register(on: router)
+        }
+
+        var limits = HTTPParserLimits()
+        limits.maxHeadBytes = config.maxHeaderBytes
+        limits.maxHeaderCount = config.maxHeaderCount
+        limits.maxBodyBytes = config.maxBodyBytes
+        http = HTTPServer(
+            group: group,
+            configuration: .init(
+                host: config.host, port: config.port, maxConnections: config.maxConnections,
+                maxOutboundBytes: config.maxOutboundBytes, limits: limits, idleTimeout: config.idleTimeout,
+                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout),
+            router: router, observer: metrics, logger: Logger(label: "http"))
+        let http = self.http
+        metrics.watch(openConnections: { http.openConnections() }, database: database, group: group)
+    }
+
+    /// The bound HTTP port.
+    public var port: Int { http.port }
+
+    /// Connects the database pools and starts listening.
+    public func start() throws {
+        database.start()
+        try http.start()
+        logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
+    }
+
+    /// Graceful stop: no new connections, in-flight requests finish (bounded by the shutdown
+    /// timeout), then connections close, the pools close and the loops stop.
+    public func shutdown() {
+        http.quiesce()
+        let deadline = EventLoop.monotonicNanoseconds() + UInt64(config.shutdownTimeout.components.seconds) * 1_000_000_000
+        while http.openConnections() > 0 && EventLoop.monotonicNanoseconds() < deadline {
+            var pause = timespec(tv_sec: 0, tv_nsec: 20_000_000)
+            nanosleep(&pause, nil)
+        }
+        if http.openConnections() > 0 {
+            logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
+        }
+        http.closeAll()
+        let closed = Latch()
+        let database = self.database
+        Task {
+            await database.shutdown()
+            closed.open()
+        }
+        closed.wait(timeout: .seconds(5))
+        group.shutdownGracefully()
+        blockingPool.shutdown()
+    }
+
+    /// Stops the embedded PostgreSQL, if this node started one.
+    public func stopDatabase() {
+        guard let embedded else { return }
+        do {
+            try embedded.stop()
+        } catch {
+            logger.error("embedded PostgreSQL did not stop cleanly", [("error", "\(error)")])
+        }
+    }
+}

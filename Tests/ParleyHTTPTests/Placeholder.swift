@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyHTTPTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

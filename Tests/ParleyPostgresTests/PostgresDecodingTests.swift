@@ -1,0 +1,99 @@
+import ParleyNet
+import ParleyPostgres
+import ParleyTestSupport
+import XCTest
+
+final class PostgresDecodingTests: XCTestCase {
+    func testTypedRoundTrips() async throws {
+        let test = try await TestClient(prefix: "types")
+        let client = test.client
+        try await client.query("""
+            CREATE TABLE samples (
+                id bigint PRIMARY KEY, label text, score double precision, flag boolean,
+                payload bytea, doc jsonb, happened timestamptz, tags text[], nums int8[]
+            )
+            """, prepared: false)
+        let allBytes = (0...255).map { UInt8($0) }
+        let label = "héllo \"wörld\" 'quotes' \\ 👋 漢字"
+        let when: Int64 = 1_764_484_136_123
+        try await client.query(
+            "INSERT INTO samples VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            [.int(1), .text(label), .double(-12.5e-3), .bool(true), .bytea(allBytes), .json("{\"k\": [1, \"ü\", null]}"),
+             .timestamp(milliseconds: when), .textArray(["a", "b,c", "d\"e", "", "NULL"]), .intArray([1, -2, Int.max])])
+        try await client.query("INSERT INTO samples (id) VALUES ($1)", [.int(2)])
+        try await client.query("INSERT INTO samples (id, label) VALUES ($1, $2)", [.int(3), .null])
+
+        let rows = try await client.query("SELECT * FROM samples ORDER BY id")
+        XCTAssertEqual(rows.count, 3)
+        let full = rows[0]
+        XCTAssertEqual(full["id"].int, 1)
+        XCTAssertEqual(full["label"].string, label)
+        XCTAssertEqual(full["score"].double, -12.5e-3)
+        XCTAssertEqual(full["flag"].bool, true)
+        XCTAssertEqual(full["payload"].bytes, allBytes)
+        XCTAssertEqual(full["doc"].json, "{\"k\": [1, \"ü\", null]}")
+        XCTAssertEqual(full["happened"].timestampMilliseconds, when)
+        XCTAssertEqual(full["tags"].string, "{a,\"b,c\",\"d\\\"e\",\"\",\"NULL\"}")
+        XCTAssertEqual(full["nums"].string, "{1,-2,\(Int.max)}")
+        XCTAssertEqual(full["happened"].typeOID, PostgresTypeOID.timestamptz)
+        XCTAssertEqual(full[0].int, 1)
+        XCTAssertEqual(full.count, 9)
+
+        for row in rows.dropFirst() {
+            XCTAssertTrue(row["label"].isNull)
+            XCTAssertNil(row["score"].double)
+            XCTAssertNil(row["flag"].bool)
+            XCTAssertNil(row["payload"].bytes)
+            XCTAssertNil(row["doc"].json)
+            XCTAssertNil(row["happened"].timestampMilliseconds)
+        }
+        XCTAssertTrue(rows[0]["no_such_column"].isNull)
+        XCTAssertFalse(rows[0].contains("no_such_column"))
+
+        // Values computed by the server decode too.
+        let computed = try await client.query("""
+            SELECT 'NaN'::float8 AS nan, '-Infinity'::float8 AS neg, 9223372036854775807::int8 AS big, false AS f,
+                   '2024-02-29 23:59:59.999+05:30'::timestamptz AS ts, '1969-12-31'::date AS d, NULL::text AS n,
+                   $1::int8 = ANY($2::int8[]) AS member
+            """, [.int(3), .intArray([1, 2, 3])])
+        let row = computed[0]
+        XCTAssertTrue(row["nan"].double!.isNaN)
+        XCTAssertEqual(row["neg"].double, -.infinity)
+        XCTAssertEqual(row["big"].int, Int.max)
+        XCTAssertEqual(row["f"].bool, false)
+        XCTAssertEqual(row["ts"].timestampMilliseconds, 1_709_231_399_999)
+        XCTAssertEqual(row["d"].timestampMilliseconds, -86_400_000)
+        XCTAssertNil(row["n"].string)
+        XCTAssertEqual(row["member"].bool, true)
+
+        let affected = try await client.query("UPDATE samples SET flag = $1 WHERE id > $2", [.bool(false), .int(1)])
+        XCTAssertEqual(affected.affectedRows, 2)
+        XCTAssertEqual(affected.commandTag, "UPDATE 2")
+        await test.shutdown()
+    }
+
+    func testParameterWithNULByteIsRejectedClearly() async throws {
+        let test = try await TestClient(prefix: "nul")
+        do {
+            try await test.client.query("SELECT $1::text", [.text("a\u{0}b")])
+            XCTFail("expected an error")
+        } catch {
+            guard case .unsupported(let reason) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(reason.contains("$1"), reason)
+        }
+        await test.shutdown()
+    }
+
+    func testTextCodecs() {
+        XCTAssertEqual(PostgresText.parseTimestamp("2026-11-30 06:48:56.123456+00"), 1_796_021_336_123)
+        XCTAssertEqual(PostgresText.parseTimestamp("1970-01-01 00:00:00"), 0)
+        XCTAssertEqual(PostgresText.parseTimestamp("1970-01-01T01:00:00+01"), 0)
+        XCTAssertEqual(PostgresText.parseTimestamp("1970-01-01 00:00:00.5-00:30"), 1_800_500)
+        XCTAssertNil(PostgresText.parseTimestamp("infinity"))
+        XCTAssertNil(PostgresText.parseTimestamp("2024-01-01 00:00:00 BC"))
+        XCTAssertEqual(PostgresText.hexBytea([0, 0xff, 0x10]), "\\x00ff10")
+        XCTAssertEqual(PostgresText.decodeBytea("\\x00FF10"), [0, 0xff, 0x10])
+        XCTAssertNil(PostgresText.decodeBytea("\\x0"))
+        XCTAssertEqual(PostgresText.arrayLiteral(["a\\b", "c\"d"]), "{\"a\\\\b\",\"c\\\"d\"}")
+    }
+}

@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyServerTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

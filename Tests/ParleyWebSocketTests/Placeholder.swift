@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyWebSocketTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}
