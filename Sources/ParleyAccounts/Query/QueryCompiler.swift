@@ -31,19 +31,28 @@ public enum QueryCompiler {
         let orderBy = try ordering(query.order, compiler: &compiler)
         let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer)
 
-        var sql: String
+        var sql = ""
+        sql.reserveCapacity(columns.utf8.count + 400)
         if query.order.isEmpty, let near = compiler.nearSphere, let withinDistance = near.withinDistance, conditions == [near.predicate] {
             // "Nearest first within a radius" alone: take the skip + limit nearest rows by walking
             // the GiST index in distance order (a fixed amount of work, whatever the radius and
             // the table size), then keep those within the radius, which are a prefix of them.
             let inner = (access + [near.fieldGuard]).joined(separator: " AND ")
-            sql = "SELECT \(columns) FROM (SELECT * FROM \(layout.table) WHERE \(inner) ORDER BY \(near.order) LIMIT \(query.skip + limit))"
+            sql += "SELECT \(columns) FROM (SELECT * FROM \(layout.table) WHERE \(inner) ORDER BY \(near.order) LIMIT \(query.skip + limit))"
                 + " AS nearest WHERE \(withinDistance) ORDER BY \(near.order)"
         } else {
-            sql = "SELECT \(columns) FROM \(layout.table)"
-            let predicates = access + conditions
-            if !predicates.isEmpty { sql += " WHERE " + predicates.joined(separator: " AND ") }
-            sql += " ORDER BY " + orderBy
+            sql += "SELECT "
+            sql += columns
+            sql += " FROM "
+            sql += layout.table
+            var first = true
+            for predicate in access + conditions {
+                sql += first ? " WHERE " : " AND "
+                sql += predicate
+                first = false
+            }
+            sql += " ORDER BY "
+            sql += orderBy
         }
         sql += " LIMIT \(limit)"
         if query.skip > 0 { sql += " OFFSET \(query.skip)" }
@@ -112,25 +121,18 @@ public enum QueryCompiler {
 
     /// The standard columns, then the layout's; with `keys`, `data` keeps only the listed keys.
     private static func selectList(_ keys: [String]?, layout: TableLayout, writer: inout SQLWriter) throws(QueryError) -> String {
+        guard let keys, let data = layout.dataColumn else { return layout.selectList }
+        for key in keys where !FieldPath.isValidName(key) { throw .invalidQuery("invalid key in keys: \(key)") }
+        let custom = keys.filter { key in
+            key != "objectId" && key != "createdAt" && key != "updatedAt" && layout.column(forField: key) == nil
+        }
         var columns = ["object_id", "created_at", "updated_at"]
         columns.append(layout.aclColumn.map { $0 == "acl" ? $0 : "\($0) AS acl" } ?? "NULL::jsonb AS acl")
-        if let data = layout.dataColumn {
-            if let keys {
-                for key in keys where !FieldPath.isValidName(key) { throw .invalidQuery("invalid key in keys: \(key)") }
-                let custom = keys.filter { key in
-                    key != "objectId" && key != "createdAt" && key != "updatedAt" && layout.column(forField: key) == nil
-                }
-                if custom.isEmpty {
-                    columns.append("'{}'::jsonb AS data")
-                } else {
-                    let names = try writer.bind(.textArray(custom), as: "text[]")
-                    columns.append("COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(\(data)) AS e WHERE e.key = ANY(\(names))), '{}'::jsonb) AS data")
-                }
-            } else {
-                columns.append(data == "data" ? data : "\(data) AS data")
-            }
-        } else {
+        if custom.isEmpty {
             columns.append("'{}'::jsonb AS data")
+        } else {
+            let names = try writer.bind(.textArray(custom), as: "text[]")
+            columns.append("COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(\(data)) AS e WHERE e.key = ANY(\(names))), '{}'::jsonb) AS data")
         }
         columns.append(contentsOf: layout.columns.map(\.column))
         return columns.joined(separator: ", ")

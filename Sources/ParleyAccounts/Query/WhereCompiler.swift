@@ -99,8 +99,14 @@ struct WhereCompiler {
 
     /// The column or jsonb path of a field, after the layout's access rules.
     mutating func resolve(_ field: String) throws(QueryError) -> FieldTarget {
-        guard FieldPath.isValidPath(field) else { throw .invalidQuery("invalid field name: \(field)") }
-        let path = field.split(separator: ".").map(String.init)
+        let path: [String]
+        if field.utf8.contains(0x2E) {
+            guard FieldPath.isValidPath(field) else { throw .invalidQuery("invalid field name: \(field)") }
+            path = field.split(separator: ".").map(String.init)
+        } else {
+            guard FieldPath.isValidName(field) else { throw .invalidQuery("invalid field name: \(field)") }
+            path = [field]
+        }
         let head = path[0]
         if head == "ACL" || layout.hiddenFields.contains(head) {
             throw .invalidQuery("\(head) cannot be queried on \(layout.className)")
