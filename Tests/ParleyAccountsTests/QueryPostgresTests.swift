@@ -238,6 +238,12 @@ final class QueryPostgresTests: XCTestCase {
         XCTAssertEqual(try db.ids(#"{"location":{"$geoWithin":{"$centerSphere":[\#(paris),1.5]}}}"#), ["u1", "u2", "u3"])
         XCTAssertEqual(try db.ids(#"{"nick":{"$nearSphere":\#(paris)}}"#), [], "only the class's GeoPoint field matches")
         XCTAssertEqual(try db.count(#"{"location":{"$nearSphere":\#(paris),"$maxDistanceInKilometers":5}}"#), 2)
+        let withKeys = try ParseQuery.fromRequest(className: "_User", parameters: [
+            ("where", #"{"location":{"$nearSphere":\#(paris),"$maxDistanceInKilometers":5}}"#), ("keys", "age"), ("skip", "1"),
+        ])
+        let rows = try db.rows(withKeys, readers: [])
+        XCTAssertEqual(rows.map { $0["object_id"].string }, ["u1"], "the second nearest, through the nearest-first form")
+        XCTAssertEqual(try JSONParser().parse(XCTUnwrap(rows.first?["data"].json)), ["age": 30])
 
         let box = #"{"location":{"$within":{"$box":[{"__type":"GeoPoint","latitude":48,"longitude":2},{"__type":"GeoPoint","latitude":52,"longitude":3}]}}}"#
         XCTAssertEqual(try db.ids(box), ["u1", "u2"])
