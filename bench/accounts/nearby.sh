@@ -34,13 +34,15 @@ while [ $# -gt 0 ]; do
         --transactions) transactions="$2"; shift ;;
         --parley) with_parley=1 ;;
         --no-build) build=0 ;;
-        -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (try --help)" ;;
     esac
     shift
 done
-[[ "$users" =~ ^[0-9]+$ ]] && [ "$users" -ge 1000 ] && [ "$users" -le 10000000 ] || die "--users must be 1000-10000000"
-[[ "$transactions" =~ ^[0-9]+$ ]] && [ "$transactions" -ge 100 ] && [ "$transactions" -le 100000 ] || die "--transactions must be 100-100000"
+if ! [[ "$users" =~ ^[0-9]+$ ]] || [ "$users" -lt 1000 ] || [ "$users" -gt 10000000 ]; then die "--users must be 1000-10000000"; fi
+if ! [[ "$transactions" =~ ^[0-9]+$ ]] || [ "$transactions" -lt 100 ] || [ "$transactions" -gt 100000 ]; then
+    die "--transactions must be 100-100000"
+fi
 
 cd "$PARLEY_ROOT"
 parley_use_postgres

@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
         --database-url) external_database="$2"; shift ;;
         --app-id) parley_app_id="$2"; shift ;;
         --seed) seed_external=1 ;;
-        -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (try --help)" ;;
     esac
     shift
@@ -52,9 +52,11 @@ done
 rounds="${BENCH_ROUNDS:-3}"
 duration="${BENCH_DURATION:-10}"
 connections="${BENCH_CONNECTIONS:-16}"
-[[ "$rounds" =~ ^[0-9]+$ ]] && [ "$rounds" -ge 1 ] && [ "$rounds" -le 10 ] || die "BENCH_ROUNDS must be 1-10"
-[[ "$duration" =~ ^[0-9]+$ ]] && [ "$duration" -ge 1 ] && [ "$duration" -le 60 ] || die "BENCH_DURATION must be 1-60"
-[[ "$connections" =~ ^[0-9]+$ ]] && [ "$connections" -ge 1 ] && [ "$connections" -le 128 ] || die "BENCH_CONNECTIONS must be 1-128"
+if ! [[ "$rounds" =~ ^[0-9]+$ ]] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10 ]; then die "BENCH_ROUNDS must be 1-10"; fi
+if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ] || [ "$duration" -gt 60 ]; then die "BENCH_DURATION must be 1-60"; fi
+if ! [[ "$connections" =~ ^[0-9]+$ ]] || [ "$connections" -lt 1 ] || [ "$connections" -gt 128 ]; then
+    die "BENCH_CONNECTIONS must be 1-128"
+fi
 if [ "$mode" = external ] && [ -z "$external_database" ]; then die "--url needs --database-url (for pgbench and seeding)"; fi
 
 cd "$PARLEY_ROOT"
