@@ -318,6 +318,15 @@ public final class RealtimeService: Sendable {
         }
     }
 
+    /// Closes the user's connections on this node with 4006: every one, or only those opened with
+    /// `sessionToken`. Call it when sessions are revoked or a user is banned (each node gets the
+    /// accounts event and closes its own).
+    public func closeConnections(ofUser userId: String, sessionToken: String? = nil) {
+        for connection in registry.connections(ofUser: userId) {
+            connection.loop.execute { connection.sessionEnded(token: sessionToken) }
+        }
+    }
+
     /// Notifications may have been lost: every connection reads its queue again.
     func resynchronizeAll() {
         for connection in registry.allConnections() {
