@@ -211,6 +211,19 @@ async def scenario(postgres, server):
     check(status == 400 and error["code"] == "bad_request", (status, error))
     log("REST send and history paging: ok")
 
+    # Logging out over the Parse API closes the sockets opened with that session (4006).
+    import urllib.request
+    logout = urllib.request.Request(server.http_url + "/parse/logout", data=b"{}", method="POST",
+                                    headers={"X-Parse-Application-Id": "parley", "X-Parse-Session-Token": alice_token,
+                                             "Content-Type": "application/json"})
+    with urllib.request.urlopen(logout, timeout=10) as response:
+        check(response.status == 200, response.status)
+    for client in (a1, a2, other):
+        await asyncio.wait_for(client.closed, 10)
+        check(client.ws.close_code == 4006, f"logged-out session's socket closed with {client.ws.close_code}")
+    check(new.ws.close_code is None, "another user's socket must stay open")
+    log("logout closes the session's sockets with 4006: ok")
+
     for client in (a1, a2, old, new, other):
         await client.close()
     log("realtime messaging: all checks passed")
