@@ -18,7 +18,8 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     private var machine: RealtimeSessionStateMachine
     private var helloTimer: TimerID?
     private var key: DeviceKey?
-    private var sessionToken: String?
+    /// Hash of the session token (to close this connection when that session is revoked).
+    private var sessionTokenHash: Int?
     private var registered = false
     private var deviceRecorded = false
     private var pendingRequests = 0
@@ -155,7 +156,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             }
             let key = DeviceKey(userId: userId, deviceId: hello.deviceId)
             self.key = key
-            sessionToken = hello.sessionToken
+            sessionTokenHash = hello.sessionToken.hashValue
             let registration = service.registry.register(self, as: key)
             registered = true
             if let replaced = registration.replaced, replaced !== self {
@@ -200,7 +201,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     /// was opened with `token` (any session when nil). Loop thread.
     func sessionEnded(token: String?) {
         loop.preconditionInEventLoop()
-        guard token == nil || token == sessionToken else { return }
+        guard token == nil || token?.hashValue == sessionTokenHash else { return }
         closeSession(code: RealtimeCloseCode.sessionRevoked, reason: "session ended")
     }
 

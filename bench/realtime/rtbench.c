@@ -16,8 +16,8 @@
 //
 // One thread, epoll, non-blocking sockets; WebSocket frames masked as RFC 6455 requires. JSON is
 // not parsed in general: the few fields needed are found by string search in the server's
-// compact frames. Connections use source addresses 127.0.0.1 + (i / 25000) so that more than
-// one local port range of connections can be opened.
+// compact frames. Connection i uses source address 127.0.0.(2 + i % 60), so that tens of thousands
+// of connections (and runs right after each other) do not run out of one address's local ports.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -79,6 +79,7 @@ static uint32_t *ok_latencies;  // microseconds, send→ok
 static size_t nok, capok;
 static int open_count, closed_count;
 static uint32_t mask_state = 0x9e3779b9u;
+static unsigned long long run_id;  // makes clientMessageIds unique across runs (re-sends are deduplicated)
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -181,8 +182,8 @@ static void send_message(conn *c) {
     while (n < msg_size && n < (int)sizeof body - 1) body[n++] = 'x';
     body[n] = 0;
     int len = snprintf(text, sizeof text,
-                       "{\"type\":\"message.send\",\"id\":%llu,\"clientMessageId\":\"%d-%llu\",\"to\":[\"%s\"],\"text\":\"%s\"}",
-                       (unsigned long long)id, c->index, (unsigned long long)id, c->peer, body);
+                       "{\"type\":\"message.send\",\"id\":%llu,\"clientMessageId\":\"%llx-%d-%llu\",\"to\":[\"%s\"],\"text\":\"%s\"}",
+                       (unsigned long long)id, run_id, c->index, (unsigned long long)id, c->peer, body);
     c->send_times[id % 1024] = t;
     c->outstanding++;
     c->sent_total++;
@@ -368,7 +369,7 @@ static void open_conn(conn *c) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = 0};
-    local.sin_addr.s_addr = htonl(0x7F000001u + (uint32_t)(c->index / 25000));
+    local.sin_addr.s_addr = htonl(0x7F000002u + (uint32_t)(c->index % 60));
     if (bind(fd, (struct sockaddr *)&local, sizeof local) < 0) die("bind");
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, host, &addr.sin_addr);
@@ -512,6 +513,7 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     raise_nofile();
+    run_id = (unsigned long long)now_ns() ^ ((unsigned long long)getpid() << 40);
     int ntokens;
     char **tokens = read_tokens(tokens_path, &ntokens);
     epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -166,7 +166,8 @@ def memory(args, postgres, workdir, client):
                 clients.append(process)
                 offset += n
             ready = [process.stdout.readline().strip() for process in clients]
-            time.sleep(3)
+            # Past one realtime heartbeat (10 s), which returns the heap pages the handshake burst freed.
+            time.sleep(12)
             connected = server.metric("parley_realtime_connections")
             rss = server.rss_kib()
             per = (rss - baseline) * 1024 / count
