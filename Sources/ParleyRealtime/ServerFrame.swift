@@ -73,6 +73,13 @@ public enum ServerFrame {
         return out.frame()
     }
 
+    /// A frame that is not queued (no seq), e.g. `call.candidates` relayed to a connected party.
+    public static func unqueued(_ object: JSONObject) -> [UInt8] {
+        var out = JSONWriter()
+        out.value(.object(object))
+        return out.frame()
+    }
+
     /// A queued event with its seq.
     public static func event(_ event: QueuedEvent) -> [UInt8] {
         switch event.body {

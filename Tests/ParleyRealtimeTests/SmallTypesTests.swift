@@ -66,5 +66,6 @@ final class SmallTypesTests: XCTestCase {
         XCTAssertEqual(try payload(ServerFrame.presence(userId: "u", online: false, lastSeenAt: nil)),
                        ["type": "presence", "userId": "u", "online": false, "lastSeenAt": nil])
         XCTAssertEqual(try payload(ServerFrame.typing(from: "u", active: true)), ["type": "typing", "from": "u", "active": true])
+        XCTAssertEqual(try payload(ServerFrame.unqueued(["type": "call.candidates", "callId": "c"])), ["type": "call.candidates", "callId": "c"])
     }
 }
