@@ -1,7 +1,9 @@
-/// What a route runs: inline on the loop, or as a task through its middleware chain.
+/// What a route runs: inline on the loop, as a task through its middleware chain, or a
+/// protocol switch.
 public enum RouteHandler: Sendable {
     case inline(HTTPInlineHandler)
     case async(HTTPHandler)
+    case upgrade(HTTPUpgradeHandler)
 }
 
 /// One registered route.
@@ -46,6 +48,15 @@ public final class Router {
     @discardableResult
     public func inline(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPInlineHandler) -> Router {
         register(method, pattern, handler: .inline(handler))
+        return self
+    }
+
+    /// Registers a `GET` route for protocol upgrades (WebSocket): `handler` runs on the loop once
+    /// every earlier response on the connection is written. A request without `Connection: upgrade`
+    /// and `Upgrade` gets 426 without calling it.
+    @discardableResult
+    public func upgrade(_ pattern: String, use handler: @escaping HTTPUpgradeHandler) -> Router {
+        register(.get, pattern, handler: .upgrade(handler))
         return self
     }
 
@@ -124,6 +135,13 @@ public struct RouterGroup {
     @discardableResult
     public func inline(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPInlineHandler) -> RouterGroup {
         router.register(method, RoutePattern.join(prefix, pattern), handler: .inline(handler))
+        return self
+    }
+
+    /// See `Router.upgrade(_:use:)`.
+    @discardableResult
+    public func upgrade(_ pattern: String, use handler: @escaping HTTPUpgradeHandler) -> RouterGroup {
+        router.register(.get, RoutePattern.join(prefix, pattern), handler: .upgrade(handler))
         return self
     }
 

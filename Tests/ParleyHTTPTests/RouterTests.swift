@@ -1,3 +1,4 @@
+import ParleyNet
 import XCTest
 @testable import ParleyHTTP
 
@@ -92,7 +93,7 @@ final class RouterTests: XCTestCase {
             return XCTFail("inline route")
         }
         let request = HTTPRequest(head: try HTTPRequestHead(method: .get, target: "/health"))
-        XCTAssertEqual(inline(request, RequestContext()).body, Array("ok".utf8))
+        XCTAssertEqual(inline(request, RequestContext(loop: try Self.loop())).body, Array("ok".utf8))
     }
 
     func testMiddlewareCanAnswerEarly() async throws {
@@ -142,10 +143,16 @@ final class RouterTests: XCTestCase {
             return HTTPResponse(status: .notFound)
         }
         let request = HTTPRequest(head: try HTTPRequestHead(method: method, target: path, headers: headers), parameters: parameters)
-        let context = RequestContext(parameters: parameters, route: route.pattern)
+        let context = RequestContext(parameters: parameters, route: route.pattern, loop: try Self.loop())
         switch route.handler {
         case .inline(let handler): return handler(request, context)
         case .async(let handler): return try await handler(request, context)
+        case .upgrade: return HTTPResponse(status: .switchingProtocols)
         }
+    }
+
+    /// A loop that is never run: handlers here only read it from the context.
+    private static func loop() throws -> EventLoop {
+        try EventLoop(index: 0)
     }
 }
