@@ -9,7 +9,7 @@ import ParleyJSON
 ///
 /// States only move forward: initiating → progressing → ringing → answered → established →
 /// ended, possibly skipping some (a device may answer without ringing; any state may end).
-public struct CallStateMachine: Sendable {
+public struct CallStateMachine: Sendable, Equatable {
     /// Candidates the caller may send before the answer; they are held and handed to the
     /// answering device with the answer.
     public static let maxBufferedCandidates = 256
