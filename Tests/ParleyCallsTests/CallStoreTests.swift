@@ -1,0 +1,188 @@
+import ParleyCalls
+import ParleyJSON
+import ParleyNet
+import ParleyPostgres
+import ParleyTestSupport
+import XCTest
+
+/// A migrated database of the shared test cluster with a client on its own loop.
+final class CallTestDatabase: Sendable {
+    let group: EventLoopGroup
+    let client: PostgresClient
+    let connectionString: String
+
+    init(prefix: String) async throws {
+        connectionString = try TestPostgres.shared().makeDatabase(prefix: prefix)
+        guard let directory = Migrator.defaultDirectory() else { throw XCTSkip("no migrations directory") }
+        try Migrator(connectionString: connectionString, directory: directory).migrate()
+        group = try EventLoopGroup(threads: 1)
+        client = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: connectionString))
+        client.start()
+        try await client.waitUntilReady()
+    }
+
+    func addUser(_ objectId: String) async throws {
+        try await client.query("INSERT INTO users (object_id, username) VALUES ($1, $2)", [.text(objectId), .text("user-\(objectId)")])
+    }
+
+    func shutdown() async {
+        await client.shutdown()
+        group.shutdownGracefully()
+    }
+}
+
+final class CallStoreTests: XCTestCase {
+    static func uuid(_ n: Int) -> String {
+        let hex = String(n, radix: 16)
+        return "00000000-0000-4000-8000-" + String(repeating: "0", count: 12 - hex.count) + hex
+    }
+
+    static func record(_ n: Int, from caller: String, to callee: String, startedAt: Int64) -> CallRecord {
+        CallRecord(callId: uuid(n), caller: CallDevice(userId: caller, deviceId: "\(caller)-phone"), calleeId: callee, answerDevice: nil,
+                   headers: JSONObject([("subject", .string("call \(n)"))]), state: .initiating, details: CallDetails(startedAt: startedAt, video: n % 2 == 0))
+    }
+
+    func testInsertUpdateFindRoundTrip() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_store")
+        let store = CallStore(database: database.client, nodeId: "node-a")
+        var record = Self.record(1, from: "alice", to: "bob", startedAt: 1_700_000_000_123)
+        let value1 = try await store.insert(record)
+        XCTAssertTrue(value1)
+        let value2 = try await store.find(record.callId)
+        XCTAssertEqual(value2, record)
+
+        record.state = .ended
+        record.answerDevice = "bob-tablet"
+        record.details.progressedAt = 1_700_000_000_200
+        record.details.rungAt = 1_700_000_000_900
+        record.details.answeredAt = 1_700_000_004_000
+        record.details.establishedAt = 1_700_000_004_500
+        record.details.endedAt = 1_700_000_064_500
+        record.details.endCause = .hungUp
+        try await store.update(record)
+        let found = try await store.find(record.callId.uppercased())
+        XCTAssertEqual(found, record)
+        XCTAssertEqual(found?.details.duration, 60_000)
+        await database.shutdown()
+    }
+
+    func testDuplicateIdInAnyCaseIsRefused() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_dup")
+        let store = CallStore(database: database.client, nodeId: "node-a")
+        var record = Self.record(0xABC, from: "alice", to: "bob", startedAt: 1_000)
+        let value3 = try await store.insert(record)
+        XCTAssertTrue(value3)
+        let value4 = try await store.insert(record)
+        XCTAssertFalse(value4)
+        record.callId = record.callId.uppercased()
+        let value5 = try await store.insert(record)
+        XCTAssertFalse(value5, "the same UUID in upper case is the same call")
+        await database.shutdown()
+    }
+
+    func testFailureAndErrorAreStored() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_failure")
+        let store = CallStore(database: database.client, nodeId: "node-a")
+        var record = Self.record(7, from: "alice", to: "nobody", startedAt: 5_000)
+        record.state = .ended
+        record.details.endedAt = 5_001
+        record.details.endCause = .failure
+        record.details.error = "user_not_found"
+        let value6 = try await store.insert(record)
+        XCTAssertTrue(value6)
+        let found = try await store.find(record.callId)
+        XCTAssertEqual(found?.details.endCause, .failure)
+        XCTAssertEqual(found?.details.error, "user_not_found")
+        XCTAssertEqual(found?.json["error"], "user_not_found")
+        XCTAssertEqual(found?.json["endedAt"], "1970-01-01T00:00:05.001Z")
+        await database.shutdown()
+    }
+
+    func testHistoryListsBothDirectionsNewestFirstInPages() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_history")
+        let store = CallStore(database: database.client, nodeId: "node-a")
+        // alice calls bob (even n) and bob calls alice (odd n); carol's calls are not alice's.
+        for n in 1...9 {
+            let record = n % 2 == 0 ? Self.record(n, from: "alice", to: "bob", startedAt: Int64(n) * 1_000)
+                                    : Self.record(n, from: "bob", to: "alice", startedAt: Int64(n) * 1_000)
+            let value7 = try await store.insert(record)
+            XCTAssertTrue(value7)
+        }
+        let value8 = try await store.insert(Self.record(100, from: "carol", to: "bob", startedAt: 50_000))
+        XCTAssertTrue(value8)
+        // Two calls started in the same millisecond keep a stable order (by id).
+        let value9 = try await store.insert(Self.record(200, from: "alice", to: "carol", startedAt: 9_000))
+        XCTAssertTrue(value9)
+
+        let all = try await store.history(userId: "alice", limit: 50)
+        XCTAssertEqual(all.map(\.callId), [Self.uuid(200), Self.uuid(9), Self.uuid(8), Self.uuid(7), Self.uuid(6), Self.uuid(5), Self.uuid(4), Self.uuid(3), Self.uuid(2), Self.uuid(1)])
+
+        var pages: [[String]] = []
+        var before: String?
+        while true {
+            let page = try await store.history(userId: "alice", before: before, limit: 4)
+            if page.isEmpty { break }
+            pages.append(page.map(\.callId))
+            before = page.last?.callId
+        }
+        XCTAssertEqual(pages.map(\.count), [4, 4, 2])
+        XCTAssertEqual(pages.flatMap { $0 }, all.map(\.callId))
+
+        let value10 = try await store.history(userId: "carol", limit: 50).map(\.callId)
+        XCTAssertEqual(value10, [Self.uuid(100), Self.uuid(200)])
+        let value11 = try await store.history(userId: "dave", limit: 50)
+        XCTAssertEqual(value11, [])
+        // A cursor that is not one of the user's calls matches nothing.
+        let value12 = try await store.history(userId: "dave", before: Self.uuid(9), limit: 50)
+        XCTAssertEqual(value12, [])
+        // The limit is clamped.
+        let value13 = try await store.history(userId: "alice", limit: 0).count
+        XCTAssertEqual(value13, 1)
+        await database.shutdown()
+    }
+
+    func testUserExists() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_users")
+        try await database.addUser("Ab12Cd34Ef")
+        let store = CallStore(database: database.client, nodeId: "node-a")
+        let value14 = try await store.userExists("Ab12Cd34Ef")
+        XCTAssertTrue(value14)
+        let value15 = try await store.userExists("nobody")
+        XCTAssertFalse(value15)
+        await database.shutdown()
+    }
+
+    func testEndAbandonedClosesCallsOfThisNodeAndOfStoppedNodes() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_abandoned")
+        let mine = CallStore(database: database.client, nodeId: "node-a")
+        let other = CallStore(database: database.client, nodeId: "node-b")
+        let stopped = CallStore(database: database.client, nodeId: "node-c")
+        let value16 = try await mine.insert(Self.record(1, from: "alice", to: "bob", startedAt: 1_000))
+        XCTAssertTrue(value16)
+        let value17 = try await other.insert(Self.record(2, from: "alice", to: "bob", startedAt: 2_000))
+        XCTAssertTrue(value17)
+        let value18 = try await stopped.insert(Self.record(3, from: "alice", to: "bob", startedAt: 3_000))
+        XCTAssertTrue(value18)
+        var ended = Self.record(4, from: "alice", to: "bob", startedAt: 4_000)
+        ended.state = .ended
+        ended.details.endedAt = 4_500
+        ended.details.endCause = .canceled
+        let value19 = try await mine.insert(ended)
+        XCTAssertTrue(value19)
+
+        let value20 = try await mine.endAbandoned(liveNodes: ["node-a", "node-b"])
+        XCTAssertEqual(value20, 2)
+        let first = try await mine.find(Self.uuid(1))
+        XCTAssertEqual(first?.state, .ended)
+        XCTAssertEqual(first?.details.endCause, .failure)
+        XCTAssertEqual(first?.details.error, "server_restarted")
+        XCTAssertNotNil(first?.details.endedAt)
+        let value21 = try await mine.find(Self.uuid(2))?.state
+        XCTAssertEqual(value21, .initiating, "a call of a running node stays live")
+        let value22 = try await mine.find(Self.uuid(3))?.state
+        XCTAssertEqual(value22, .ended)
+        let value23 = try await mine.find(Self.uuid(4))?.details.endCause
+        XCTAssertEqual(value23, .canceled, "an ended call is untouched")
+        await database.shutdown()
+    }
+}
