@@ -28,7 +28,7 @@ public enum CallError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The wire code.
     public var code: String {
         switch self {
-        case .invalidRequest: "invalid_request"
+        case .invalidRequest: "bad_request"
         case .callNotFound: "call_not_found"
         case .callExists: "call_exists"
         case .callEnded: "call_ended"

@@ -20,16 +20,32 @@ public struct CallStore: Sendable {
         started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error
         """
 
-    /// Stores a new call; false when a call with this id (in any case) already exists.
-    public func insert(_ record: CallRecord) async throws(PostgresError) -> Bool {
+    /// What `insert` found.
+    public struct Insertion: Sendable, Equatable {
+        /// False when a call with this id (in any case) already exists; nothing was written.
+        public var inserted: Bool
+        /// Whether the callee is an existing `_User` (checked in the same round trip).
+        public var calleeExists: Bool
+
+        public init(inserted: Bool, calleeExists: Bool) {
+            self.inserted = inserted
+            self.calleeExists = calleeExists
+        }
+    }
+
+    /// Stores a new call, and checks in the same statement that its callee exists.
+    public func insert(_ record: CallRecord) async throws(PostgresError) -> Insertion {
         let rows = try await database.query("""
-            INSERT INTO calls (id, caller_id, caller_device, callee_id, answer_device, video, headers, state, node_id,
-                               started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-            ON CONFLICT DO NOTHING
-            RETURNING 1
+            WITH ins AS (
+                INSERT INTO calls (id, caller_id, caller_device, callee_id, answer_device, video, headers, state, node_id,
+                                   started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                ON CONFLICT DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM ins) = 1 AS inserted, EXISTS (SELECT 1 FROM users WHERE object_id = $4) AS callee_exists
             """, parameters(record, includeIdentity: true))
-        return rows.count == 1
+        return Insertion(inserted: rows.first?["inserted"].bool ?? false, calleeExists: rows.first?["callee_exists"].bool ?? false)
     }
 
     /// Rewrites the mutable part of a stored call (state, answering device, timeline, outcome).

@@ -11,11 +11,11 @@ final class CallTestDatabase: Sendable {
     let client: PostgresClient
     let connectionString: String
 
-    init(prefix: String) async throws {
+    init(prefix: String, threads: Int = 1) async throws {
         connectionString = try TestPostgres.shared().makeDatabase(prefix: prefix)
         guard let directory = Migrator.defaultDirectory() else { throw XCTSkip("no migrations directory") }
         try Migrator(connectionString: connectionString, directory: directory).migrate()
-        group = try EventLoopGroup(threads: 1)
+        group = try EventLoopGroup(threads: threads)
         client = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: connectionString))
         client.start()
         try await client.waitUntilReady()
@@ -46,7 +46,7 @@ final class CallStoreTests: XCTestCase {
         let database = try await CallTestDatabase(prefix: "calls_store")
         let store = CallStore(database: database.client, nodeId: "node-a")
         var record = Self.record(1, from: "alice", to: "bob", startedAt: 1_700_000_000_123)
-        let value1 = try await store.insert(record)
+        let value1 = try await store.insert(record).inserted
         XCTAssertTrue(value1)
         let value2 = try await store.find(record.callId)
         XCTAssertEqual(value2, record)
@@ -70,12 +70,12 @@ final class CallStoreTests: XCTestCase {
         let database = try await CallTestDatabase(prefix: "calls_dup")
         let store = CallStore(database: database.client, nodeId: "node-a")
         var record = Self.record(0xABC, from: "alice", to: "bob", startedAt: 1_000)
-        let value3 = try await store.insert(record)
+        let value3 = try await store.insert(record).inserted
         XCTAssertTrue(value3)
-        let value4 = try await store.insert(record)
+        let value4 = try await store.insert(record).inserted
         XCTAssertFalse(value4)
         record.callId = record.callId.uppercased()
-        let value5 = try await store.insert(record)
+        let value5 = try await store.insert(record).inserted
         XCTAssertFalse(value5, "the same UUID in upper case is the same call")
         await database.shutdown()
     }
@@ -88,7 +88,7 @@ final class CallStoreTests: XCTestCase {
         record.details.endedAt = 5_001
         record.details.endCause = .failure
         record.details.error = "user_not_found"
-        let value6 = try await store.insert(record)
+        let value6 = try await store.insert(record).inserted
         XCTAssertTrue(value6)
         let found = try await store.find(record.callId)
         XCTAssertEqual(found?.details.endCause, .failure)
@@ -105,13 +105,13 @@ final class CallStoreTests: XCTestCase {
         for n in 1...9 {
             let record = n % 2 == 0 ? Self.record(n, from: "alice", to: "bob", startedAt: Int64(n) * 1_000)
                                     : Self.record(n, from: "bob", to: "alice", startedAt: Int64(n) * 1_000)
-            let value7 = try await store.insert(record)
+            let value7 = try await store.insert(record).inserted
             XCTAssertTrue(value7)
         }
-        let value8 = try await store.insert(Self.record(100, from: "carol", to: "bob", startedAt: 50_000))
+        let value8 = try await store.insert(Self.record(100, from: "carol", to: "bob", startedAt: 50_000)).inserted
         XCTAssertTrue(value8)
         // Two calls started in the same millisecond keep a stable order (by id).
-        let value9 = try await store.insert(Self.record(200, from: "alice", to: "carol", startedAt: 9_000))
+        let value9 = try await store.insert(Self.record(200, from: "alice", to: "carol", startedAt: 9_000)).inserted
         XCTAssertTrue(value9)
 
         let all = try await store.history(userId: "alice", limit: 50)
@@ -149,6 +149,12 @@ final class CallStoreTests: XCTestCase {
         XCTAssertTrue(value14)
         let value15 = try await store.userExists("nobody")
         XCTAssertFalse(value15)
+        let known = try await store.insert(Self.record(1, from: "alice", to: "Ab12Cd34Ef", startedAt: 1_000))
+        XCTAssertEqual(known, CallStore.Insertion(inserted: true, calleeExists: true))
+        let unknown = try await store.insert(Self.record(2, from: "alice", to: "nobody", startedAt: 1_000))
+        XCTAssertEqual(unknown, CallStore.Insertion(inserted: true, calleeExists: false))
+        let duplicate = try await store.insert(Self.record(2, from: "alice", to: "Ab12Cd34Ef", startedAt: 1_000))
+        XCTAssertEqual(duplicate, CallStore.Insertion(inserted: false, calleeExists: true))
         await database.shutdown()
     }
 
@@ -157,17 +163,17 @@ final class CallStoreTests: XCTestCase {
         let mine = CallStore(database: database.client, nodeId: "node-a")
         let other = CallStore(database: database.client, nodeId: "node-b")
         let stopped = CallStore(database: database.client, nodeId: "node-c")
-        let value16 = try await mine.insert(Self.record(1, from: "alice", to: "bob", startedAt: 1_000))
+        let value16 = try await mine.insert(Self.record(1, from: "alice", to: "bob", startedAt: 1_000)).inserted
         XCTAssertTrue(value16)
-        let value17 = try await other.insert(Self.record(2, from: "alice", to: "bob", startedAt: 2_000))
+        let value17 = try await other.insert(Self.record(2, from: "alice", to: "bob", startedAt: 2_000)).inserted
         XCTAssertTrue(value17)
-        let value18 = try await stopped.insert(Self.record(3, from: "alice", to: "bob", startedAt: 3_000))
+        let value18 = try await stopped.insert(Self.record(3, from: "alice", to: "bob", startedAt: 3_000)).inserted
         XCTAssertTrue(value18)
         var ended = Self.record(4, from: "alice", to: "bob", startedAt: 4_000)
         ended.state = .ended
         ended.details.endedAt = 4_500
         ended.details.endCause = .canceled
-        let value19 = try await mine.insert(ended)
+        let value19 = try await mine.insert(ended).inserted
         XCTAssertTrue(value19)
 
         let value20 = try await mine.endAbandoned(liveNodes: ["node-a", "node-b"])
