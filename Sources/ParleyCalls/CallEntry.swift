@@ -15,11 +15,21 @@ final class CallEntry: @unchecked Sendable {
     let calleeExists: Bool
     /// Event-loop timers of the armed call timers.
     var timers: [CallTimer: TimerID] = [:]
-    /// Callee devices `call.incoming` was queued for (offline when the call was offered).
-    var queuedDevices: Set<String> = []
     /// A record write is in flight; `dirty` asks for one more when it finishes.
     var writing = false
     var dirty = false
+    /// Events for every callee device, queued one after the other so they commit in order
+    /// (an `call.ended` never lands before the `call.incoming` it ends).
+    var calleeEvents: [CalleeEvent] = []
+    var calleeEventsDraining = false
+
+    struct CalleeEvent {
+        var frame: JSONObject
+        var excluding: String?
+        var expiresAt: Int64
+        /// Told how many devices it was queued for, or that queueing failed.
+        var completion: ((Result<Int, any Error>) -> Void)?
+    }
 
     init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool) {
         self.loop = loop

@@ -56,8 +56,9 @@ public final class CallService: Sendable {
     // MARK: Frames
 
     /// Handles a `call.*` frame from `device`; call on the device's connection loop. `respond`
-    /// is called exactly once (possibly from another loop), before any event the frame causes
-    /// is sent to the same device.
+    /// is called exactly once (possibly from another loop); the events the frame causes are sent
+    /// from a later turn of the owner loop, so a reply delivered through a loop queue (a task
+    /// continuation) precedes them.
     public func handle(type: String, object: JSONObject, from device: CallDevice, respond: @escaping Respond) {
         let request: CallRequest
         do {
@@ -103,10 +104,14 @@ public final class CallService: Sendable {
             callLoop[entry.key] = entry
             startedCounter?.increment()
             respond(.success(JSONObject([("callId", .string(invite.callId))])))
-            run(entry.machine.start(), entry: entry, on: callLoop)
-            // The caller's connection may have gone while the call was being stored.
-            if entry.machine.state != .ended, !transport.liveDevices(of: device.userId).contains(device.deviceId) {
-                apply(.connectionLost(device), to: entry, on: callLoop)
+            let actions = entry.machine.start()
+            // After the reply is on its way (see `handle`).
+            callLoop.loop.executeLocal { [self] in
+                run(actions, entry: entry, on: callLoop)
+                // The caller's connection may have gone while the call was being stored.
+                if entry.machine.state != .ended, !transport.isConnected(device) {
+                    apply(.connectionLost(device), to: entry, on: callLoop)
+                }
             }
         }
     }
@@ -122,6 +127,10 @@ public final class CallService: Sendable {
             guard let entry = callLoop[CallDirectory.key(callId)] else {
                 return answerUnknown(callId, from: device, respond: respond)
             }
+            // A frame from a party is proof that its connection is back.
+            if entry.machine.absent.contains(where: { side in self.device(of: side, in: entry) == device }) {
+                apply(.connectionRestored(device), to: entry, on: callLoop)
+            }
             let actions: [CallAction]
             do throws(CallError) {
                 actions = try entry.machine.handle(event, now: UTCTime.nowMilliseconds())
@@ -132,7 +141,9 @@ public final class CallService: Sendable {
             if case .answer = event, entry.machine.answerer == device {
                 directory.setAnswerer(callId: callId, device: device)
             }
-            run(actions, entry: entry, on: callLoop)
+            // The reply goes out through the loop's queue (the realtime layer answers when the
+            // handler returns), so events to the same device are queued after it.
+            callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
         }
     }
 
@@ -214,6 +225,10 @@ public final class CallService: Sendable {
                 entry.timers[timer] = callLoop.loop.schedule(after: delay) { [self] in
                     guard let entry = callLoop[key] else { return }
                     entry.timers[timer] = nil
+                    // A party that reconnected without a frame since is back all the same.
+                    if case .grace(let side) = timer, let device = device(of: side, in: entry), transport.isConnected(device) {
+                        return apply(.connectionRestored(device), to: entry, on: callLoop)
+                    }
                     apply(.timerFired(timer), to: entry, on: callLoop)
                 }
             case .cancel(let timer):
@@ -228,41 +243,23 @@ public final class CallService: Sendable {
         }
     }
 
-    /// Sends `call.incoming` to the callee's live devices and queues it for the others, then
-    /// reports how many were reached.
+    /// Queues `call.incoming` for every callee device (connected ones get it at once), then
+    /// reports how many devices it reached.
     private func offer(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
         guard entry.calleeExists else { return apply(.calleeUnknown, to: entry, on: callLoop) }
         guard directory.claimCallee(callId: entry.machine.callId, maxCallsPerUser: configuration.maxCallsPerUser) else {
             return apply(.calleeBusy, to: entry, on: callLoop)
         }
         let machine = entry.machine
-        let calleeId = machine.calleeId
         let frame = CallFrames.incoming(callId: machine.callId, from: machine.caller.userId, video: machine.details.video, sdp: entry.sdp,
                                         headers: entry.headers, expiresAt: expiresAt)
-        var reached = Set<String>()
-        for deviceId in transport.liveDevices(of: calleeId) where transport.send(frame, to: CallDevice(userId: calleeId, deviceId: deviceId)) {
-            reached.insert(deviceId)
-        }
-        if !reached.isEmpty { apply(.offered(deviceCount: reached.count), to: entry, on: callLoop) }
-        Task(executorPreference: callLoop.loop) { [self, reached] in
-            let queued: [String]
-            do {
-                queued = try await transport.enqueue(frame, forDevicesOf: calleeId, except: reached, expiresAt: expiresAt)
-            } catch {
+        queueForCallee(entry, frame, excluding: nil, expiresAt: expiresAt) { [self] result in
+            switch result {
+            case .success(let count):
+                apply(.offered(deviceCount: count), to: entry, on: callLoop)
+            case .failure(let error):
                 logger.warning("queueing call.incoming failed", [("callId", machine.callId), ("error", "\(error)")])
-                if reached.isEmpty { apply(.failed(error: "unavailable"), to: entry, on: callLoop) }
-                return
-            }
-            entry.queuedDevices.formUnion(queued)
-            if let answerer = entry.machine.answerer {
-                // Answered while queueing: the queued devices learn it when they connect.
-                let ended = CallFrames.event(.ended(.otherDeviceAnswered, error: nil), record: entry.record)
-                enqueue(ended, to: calleeId, devices: Set(queued).subtracting([answerer.deviceId]), expiresAt: expiresAt)
-            } else if entry.machine.state == .ended, let cause = entry.machine.details.endCause {
-                let ended = CallFrames.event(.ended(cause, error: entry.machine.details.error), record: entry.record)
-                enqueue(ended, to: calleeId, devices: Set(queued), expiresAt: expiresAt)
-            } else if !queued.isEmpty {
-                apply(.offered(deviceCount: queued.count), to: entry, on: callLoop)
+                apply(.failed(error: "unavailable"), to: entry, on: callLoop)
             }
         }
     }
@@ -277,17 +274,34 @@ public final class CallService: Sendable {
             guard let answerer = entry.machine.answerer else { return }
             deliver(frame, toParty: answerer, queueIfAway: isEnded)
         case .calleeDevices(let except):
-            let calleeId = entry.machine.calleeId
-            let live = transport.liveDevices(of: calleeId)
-            var sent = Set<String>()
-            for deviceId in live where deviceId != except && transport.send(frame, to: CallDevice(userId: calleeId, deviceId: deviceId)) {
-                sent.insert(deviceId)
+            // Through the queue, like the invite: devices that were offline get it when they connect.
+            let expiresAt = max(entry.machine.expiresAt, UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
+            queueForCallee(entry, frame, excluding: except, expiresAt: expiresAt, completion: nil)
+        }
+    }
+
+    /// Queues an event for the callee's devices after the ones queued before it for this call.
+    private func queueForCallee(_ entry: CallEntry, _ frame: JSONObject, excluding: String?, expiresAt: Int64,
+                                completion: ((Result<Int, any Error>) -> Void)?) {
+        entry.calleeEvents.append(CallEntry.CalleeEvent(frame: frame, excluding: excluding, expiresAt: expiresAt, completion: completion))
+        guard !entry.calleeEventsDraining else { return }
+        entry.calleeEventsDraining = true
+        let calleeId = entry.machine.calleeId
+        Task(executorPreference: entry.loop) { [self] in
+            while !entry.calleeEvents.isEmpty {
+                let event = entry.calleeEvents.removeFirst()
+                let result: Result<Int, any Error>
+                do {
+                    result = .success(try await transport.enqueue(event.frame, forDevicesOf: calleeId, excluding: event.excluding, expiresAt: event.expiresAt))
+                } catch {
+                    result = .failure(error)
+                    if event.completion == nil {
+                        logger.warning("queueing a call event failed", [("type", event.frame["type"]?.string ?? ""), ("error", "\(error)")])
+                    }
+                }
+                event.completion?(result)
             }
-            // Devices that were offered the call through their queue learn its end the same way.
-            guard isEnded else { return }
-            var away = entry.queuedDevices.subtracting(sent)
-            if let except { away.remove(except) }
-            enqueue(frame, to: calleeId, devices: away, expiresAt: entry.machine.expiresAt)
+            entry.calleeEventsDraining = false
         }
     }
 
@@ -295,22 +309,23 @@ public final class CallService: Sendable {
     /// grace period, so it learns the outcome if it comes back.
     private func deliver(_ frame: JSONObject, toParty device: CallDevice, queueIfAway: Bool) {
         guard !transport.send(frame, to: device), queueIfAway else { return }
-        let expiresAt = UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds
-        enqueue(frame, to: device.userId, devices: [device.deviceId], expiresAt: expiresAt)
+        enqueue(frame, for: device, expiresAt: UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
     }
 
-    private func enqueue(_ frame: JSONObject, to userId: String, devices: Set<String>, expiresAt: Int64) {
-        guard !devices.isEmpty, expiresAt > UTCTime.nowMilliseconds() else { return }
+    private func enqueue(_ frame: JSONObject, for device: CallDevice, expiresAt: Int64) {
         let transport = self.transport, logger = self.logger
         Task {
-            for deviceId in devices.sorted() {
-                do {
-                    try await transport.enqueue(frame, for: CallDevice(userId: userId, deviceId: deviceId), expiresAt: expiresAt)
-                } catch {
-                    logger.warning("queueing a call event failed", [("type", frame["type"]?.string ?? ""), ("error", "\(error)")])
-                }
+            do {
+                try await transport.enqueue(frame, for: device, expiresAt: expiresAt)
+            } catch {
+                logger.warning("queueing a call event failed", [("type", frame["type"]?.string ?? ""), ("error", "\(error)")])
             }
         }
+    }
+
+    /// The device of a party of an answered call.
+    private func device(of side: CallSide, in entry: CallEntry) -> CallDevice? {
+        side == .caller ? entry.machine.caller : entry.machine.answerer
     }
 
     /// Writes the call's record; writes requested while one is in flight collapse into one more.

@@ -323,6 +323,30 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// The realtime layer reports closed connections only; a device that reconnected (and sent
+    /// nothing since) is found connected when the grace period ends.
+    func testPartyReconnectedSilentlyIsFoundAtTheEndOfGrace() async throws {
+        let h = try await makeHarness("silent")
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        expect(await h.invite(callId), "ok")
+        _ = await h.transport.waitFor(H.bobPhone, "call.incoming")
+        expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")]), "ok")
+        h.transport.disconnect(H.alice)
+        h.service.deviceDisconnected(H.alice)
+        try await Task.sleep(for: .milliseconds(100))
+        h.transport.connect(H.alice)
+        try await Task.sleep(for: .milliseconds(600))
+        XCTAssertFalse(h.transport.receivedTypes(H.bobPhone).contains("call.ended"))
+        // Lost again later: a fresh grace period starts.
+        h.transport.disconnect(H.alice)
+        h.service.deviceDisconnected(H.alice)
+        let ended = await h.transport.waitFor(H.bobPhone, "call.ended", timeout: .seconds(3))
+        XCTAssertEqual(ended?["endCause"], "inactive")
+        await h.shutdown()
+    }
+
     func testConcurrentCallLimitMakesCalleeBusyAndRefusesCaller() async throws {
         let h = try await makeHarness("limit")
         for device in [H.alice, H.bobPhone, H.carol, H.dave] { h.transport.connect(device) }
@@ -415,13 +439,16 @@ final class CallServiceTests: XCTestCase {
         let lifetime = Self.fast.timeouts.reach.components.seconds * 1000 + Self.fast.timeouts.reach.components.attoseconds / 1_000_000_000_000_000
             + Self.fast.timeouts.ring.components.seconds * 1000 + Self.fast.timeouts.ring.components.attoseconds / 1_000_000_000_000_000
         XCTAssertEqual(Double(queued?.expiresAt ?? 0), Double(before + lifetime), accuracy: 200)
-        XCTAssertEqual(h.transport.queued(H.bobTablet), [], "a connected device gets it live, not queued")
-        expectPresent(await h.transport.waitFor(H.bobTablet, "call.incoming"))
+        let live = await h.transport.waitFor(H.bobTablet, "call.incoming")
+        XCTAssertNotNil(live?["seq"], "a connected device gets it at once, from its queue")
+        XCTAssertEqual(h.transport.queued(H.bobTablet).first?.expiresAt, queued?.expiresAt)
         // The call ends before the phone connects: it learns that too when it does.
         await h.send(H.alice, "call.hangup", [("callId", .string(callId))])
         let ended = await h.transport.waitForQueued(H.bobPhone, "call.ended")
         XCTAssertEqual(ended?.event["endCause"], "canceled")
         XCTAssertEqual(ended?.expiresAt, queued?.expiresAt)
+        // In that order: the end never overtakes the invite in a device's queue.
+        XCTAssertEqual(h.transport.queued(H.bobPhone).compactMap { $0.event["type"]?.string }, ["call.incoming", "call.ended"])
         await h.shutdown()
     }
 

@@ -102,20 +102,28 @@ final class InMemoryCallTransport: CallTransport {
         }
     }
 
-    func liveDevices(of userId: String) -> [String] {
-        state.withLock { state in (state.known[userId] ?? []).filter { state.live.contains(CallDevice(userId: userId, deviceId: $0)) } }
+    func isConnected(_ device: CallDevice) -> Bool {
+        state.withLock { $0.live.contains(device) }
     }
 
     struct QueueFailure: Error {}
 
-    func enqueue(_ event: JSONObject, forDevicesOf userId: String, except: Set<String>, expiresAt: Int64) async throws -> [String] {
+    /// Like the realtime queue: recorded for every targeted device, and handed at once (with a
+    /// seq) to the connected ones.
+    func enqueue(_ event: JSONObject, forDevicesOf userId: String, excluding: String?, expiresAt: Int64) async throws -> Int {
         try state.withLock { state in
             if state.failQueueing { throw QueueFailure() }
-            let devices = (state.known[userId] ?? []).filter { !except.contains($0) }
+            let devices = (state.known[userId] ?? []).filter { $0 != excluding }
             for deviceId in devices {
-                state.queued[CallDevice(userId: userId, deviceId: deviceId), default: []].append(Queued(event: event, expiresAt: expiresAt))
+                let device = CallDevice(userId: userId, deviceId: deviceId)
+                state.queued[device, default: []].append(Queued(event: event, expiresAt: expiresAt))
+                if state.live.contains(device) {
+                    var delivered = event
+                    delivered["seq"] = .int(Int64(state.queued[device]!.count))
+                    state.received[device, default: []].append(delivered)
+                }
             }
-            return devices
+            return devices.count
         }
     }
 
