@@ -1,5 +1,6 @@
 import ParleyLog
 import ParleyNet
+import ParleyRealtime
 
 /// Everything `parley serve` can be told, resolved and typed.
 public struct ServerConfig: Sendable {
@@ -27,6 +28,8 @@ public struct ServerConfig: Sendable {
     public var restAPIKey: String?
     public var mountPath: String
     public var enableTestEndpoints: Bool
+    /// The realtime service's limits (`--realtime-*` options).
+    public var realtime: RealtimeConfiguration
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -54,6 +57,17 @@ public struct ServerConfig: Sendable {
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
         ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
+    ] + realtimeOptions
+
+    /// Options of the realtime service (/v1/socket, /v1/messages).
+    static let realtimeOptions: [ConfigOption] = [
+        ConfigOption("realtime-retention", env: "PARLEY_REALTIME_RETENTION", default: "30d", "Queued events older than this are dropped (the device is told of the gap); devices unused this long are forgotten."),
+        ConfigOption("realtime-retention-interval", env: "PARLEY_REALTIME_RETENTION_INTERVAL", default: "1h", "How often the retention job runs."),
+        ConfigOption("realtime-hello-timeout", env: "PARLEY_REALTIME_HELLO_TIMEOUT", default: "10s", "A socket must send hello within this time."),
+        ConfigOption("realtime-ping-interval", env: "PARLEY_REALTIME_PING_INTERVAL", default: "30s", "Ping a silent socket after this long; one silent for 10 s more is dropped."),
+        ConfigOption("realtime-send-rate", env: "PARLEY_REALTIME_SEND_RATE", default: "100", "Messages a user may send per second (sustained)."),
+        ConfigOption("realtime-send-burst", env: "PARLEY_REALTIME_SEND_BURST", default: "200", "Burst allowance of the per-user send rate."),
+        ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20", "Devices per user."),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -88,6 +102,14 @@ public struct ServerConfig: Sendable {
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        realtime = RealtimeConfiguration()
+        realtime.retention = try values.duration("realtime-retention")
+        realtime.retentionInterval = try values.duration("realtime-retention-interval")
+        realtime.helloTimeout = try values.duration("realtime-hello-timeout")
+        realtime.pingInterval = try values.duration("realtime-ping-interval")
+        realtime.sendRatePerSecond = Double(try values.int("realtime-send-rate", in: 1...1_000_000))
+        realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
+        realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }

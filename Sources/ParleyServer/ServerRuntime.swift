@@ -5,6 +5,7 @@ import ParleyHTTP
 import ParleyLog
 import ParleyNet
 import ParleyPostgres
+import ParleyRealtime
 
 /// Everything a running node owns, started in dependency order and stopped in reverse.
 public final class ServerRuntime: Sendable {
@@ -13,6 +14,8 @@ public final class ServerRuntime: Sendable {
     public let blockingPool: BlockingPool
     public let database: PostgresClient
     public let metrics: ServerMetrics
+    /// The realtime service (/v1/socket, /v1/messages).
+    public let realtime: RealtimeService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -43,6 +46,9 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
+        realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
+                                   metrics: metrics.registry, logger: Logger(label: "realtime"))
+        realtime.register(on: router)
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
             TestEndpoints(group: group).register(on: router)
@@ -69,6 +75,7 @@ public final class ServerRuntime: Sendable {
     /// Connects the database pools and starts listening.
     public func start() throws {
         database.start()
+        realtime.start()
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
@@ -86,6 +93,7 @@ public final class ServerRuntime: Sendable {
             logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
         }
         http.closeAll()
+        realtime.shutdown()
         let closed = Latch()
         let database = self.database
         Task {
