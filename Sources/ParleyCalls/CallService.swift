@@ -3,6 +3,7 @@ import ParleyLog
 import ParleyMetrics
 import ParleyNet
 import ParleyPostgres
+import Synchronization
 
 /// Call signalling: runs each call's `CallStateMachine` on the loop where its invite arrived
 /// (timers included) and carries out its actions through the realtime layer and the store.
@@ -21,6 +22,7 @@ public final class CallService: Sendable {
     let directory: CallDirectory
     let loops: [CallLoop]
     let logger: Logger
+    private let running = Atomic<Bool>(false)
     private let startedCounter: Counter?
     private let endedCounters: [CallEndCause: Counter]
 
@@ -378,11 +380,34 @@ public final class CallService: Sendable {
         return TURNCredentials(userId: userId, configuration: turn, nowSeconds: UTCTime.nowMilliseconds() / 1000).json
     }
 
+    /// Starts closing, now and then every `interval`, the calls that nodes which stopped
+    /// heartbeating for `nodeStaleAfter` left live in the table.
+    public func start(nodeStaleAfter: Duration, interval: Duration = .seconds(60)) {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let loop = group.loops[0]
+        loop.execute { [self] in sweep(every: interval, staleAfter: nodeStaleAfter, on: loop, after: .seconds(1)) }
+    }
+
+    /// Stops the periodic sweep.
+    public func shutdown() {
+        running.store(false, ordering: .releasing)
+    }
+
+    private func sweep(every interval: Duration, staleAfter: Duration, on loop: EventLoop, after delay: Duration) {
+        loop.schedule(after: delay) { [self] in
+            guard running.load(ordering: .acquiring) else { return }
+            Task(executorPreference: loop) { [self] in
+                await endAbandonedCalls(nodeStaleAfter: staleAfter)
+                sweep(every: interval, staleAfter: staleAfter, on: loop, after: interval)
+            }
+        }
+    }
+
     /// Closes calls a stopped node (or this node's previous run) left live in the table.
     @discardableResult
-    public func endAbandonedCalls(liveNodes: [String]) async -> Int {
+    public func endAbandonedCalls(nodeStaleAfter: Duration) async -> Int {
         do {
-            let count = try await store.endAbandoned(liveNodes: liveNodes)
+            let count = try await store.endAbandoned(liveNodes: try await store.liveNodes(staleAfter: nodeStaleAfter))
             if count > 0 { logger.notice("closed calls left live by a stopped node", [("count", "\(count)")]) }
             return count
         } catch {

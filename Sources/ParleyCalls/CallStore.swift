@@ -87,15 +87,22 @@ public struct CallStore: Sendable {
         try await database.query("SELECT 1 FROM users WHERE object_id = $1", [.text(userId)]).count == 1
     }
 
-    /// Ends, as `failure`/`error`, every call still live in the table that belongs to this node
-    /// or to no running node (their state was in memory of a process that is gone). Run at
-    /// start, before serving. Returns how many were closed.
+    /// Nodes whose realtime heartbeat (`rt_nodes`) is more recent than `staleAfter`.
+    public func liveNodes(staleAfter: Duration) async throws(PostgresError) -> [String] {
+        let rows = try await database.query("SELECT node_id FROM rt_nodes WHERE heartbeat_at > now() - make_interval(secs => $1)",
+                                            [.double(Double(staleAfter.milliseconds) / 1000)])
+        return rows.compactMap { $0["node_id"].string }
+    }
+
+    /// Ends, as `failure`/`error`, every call still live in the table whose node is neither
+    /// this one nor one of `liveNodes` (its state was in the memory of a process that is gone).
+    /// Returns how many were closed.
     @discardableResult
     public func endAbandoned(liveNodes: [String], error: String = "server_restarted") async throws(PostgresError) -> Int {
         let rows = try await database.query("""
-            UPDATE calls SET state = 'ended', ended_at = now(), end_cause = 'failure', error = $3
-             WHERE state <> 'ended' AND (node_id IS NULL OR node_id = $1 OR NOT (node_id = ANY ($2::text[])))
-            """, [.text(nodeId), .textArray(liveNodes.filter { $0 != nodeId }), .text(error)])
+            UPDATE calls SET state = 'ended', ended_at = now(), end_cause = 'failure', error = $2
+             WHERE state <> 'ended' AND (node_id IS NULL OR NOT (node_id = ANY ($1::text[])))
+            """, [.textArray(liveNodes + [nodeId]), .text(error)])
         return rows.affectedRows
     }
 

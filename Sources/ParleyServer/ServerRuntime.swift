@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ParleyCalls
 import ParleyHTTP
 import ParleyLog
 import ParleyNet
@@ -16,6 +17,8 @@ public final class ServerRuntime: Sendable {
     public let metrics: ServerMetrics
     /// The realtime service (/v1/socket, /v1/messages).
     public let realtime: RealtimeService
+    /// Call signalling (call.* on /v1/socket, /v1/calls, /v1/turn).
+    public let calls: CallService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -49,6 +52,11 @@ public final class ServerRuntime: Sendable {
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
         realtime.register(on: router)
+        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
+                            transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
+                            metrics: metrics.registry, logger: Logger(label: "calls"))
+        realtime.register(handler: CallFrameHandler(calls: calls, registry: realtime.registry), forTypePrefix: "call.")
+        CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
             TestEndpoints(group: group).register(on: router)
@@ -76,6 +84,7 @@ public final class ServerRuntime: Sendable {
     public func start() throws {
         database.start()
         realtime.start()
+        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
@@ -94,6 +103,7 @@ public final class ServerRuntime: Sendable {
         }
         http.closeAll()
         realtime.shutdown()
+        calls.shutdown()
         let closed = Latch()
         let database = self.database
         Task {

@@ -46,10 +46,10 @@ final class CallStoreTests: XCTestCase {
         let database = try await CallTestDatabase(prefix: "calls_store")
         let store = CallStore(database: database.client, nodeId: "node-a")
         var record = Self.record(1, from: "alice", to: "bob", startedAt: 1_700_000_000_123)
-        let value1 = try await store.insert(record).inserted
-        XCTAssertTrue(value1)
-        let value2 = try await store.find(record.callId)
-        XCTAssertEqual(value2, record)
+        let result1 = try await store.insert(record).inserted
+        XCTAssertTrue(result1)
+        let result2 = try await store.find(record.callId)
+        XCTAssertEqual(result2, record)
 
         record.state = .ended
         record.answerDevice = "bob-tablet"
@@ -70,13 +70,13 @@ final class CallStoreTests: XCTestCase {
         let database = try await CallTestDatabase(prefix: "calls_dup")
         let store = CallStore(database: database.client, nodeId: "node-a")
         var record = Self.record(0xABC, from: "alice", to: "bob", startedAt: 1_000)
-        let value3 = try await store.insert(record).inserted
-        XCTAssertTrue(value3)
-        let value4 = try await store.insert(record).inserted
-        XCTAssertFalse(value4)
+        let result3 = try await store.insert(record).inserted
+        XCTAssertTrue(result3)
+        let result4 = try await store.insert(record).inserted
+        XCTAssertFalse(result4)
         record.callId = record.callId.uppercased()
-        let value5 = try await store.insert(record).inserted
-        XCTAssertFalse(value5, "the same UUID in upper case is the same call")
+        let result5 = try await store.insert(record).inserted
+        XCTAssertFalse(result5, "the same UUID in upper case is the same call")
         await database.shutdown()
     }
 
@@ -88,8 +88,8 @@ final class CallStoreTests: XCTestCase {
         record.details.endedAt = 5_001
         record.details.endCause = .failure
         record.details.error = "user_not_found"
-        let value6 = try await store.insert(record).inserted
-        XCTAssertTrue(value6)
+        let result6 = try await store.insert(record).inserted
+        XCTAssertTrue(result6)
         let found = try await store.find(record.callId)
         XCTAssertEqual(found?.details.endCause, .failure)
         XCTAssertEqual(found?.details.error, "user_not_found")
@@ -105,14 +105,14 @@ final class CallStoreTests: XCTestCase {
         for n in 1...9 {
             let record = n % 2 == 0 ? Self.record(n, from: "alice", to: "bob", startedAt: Int64(n) * 1_000)
                                     : Self.record(n, from: "bob", to: "alice", startedAt: Int64(n) * 1_000)
-            let value7 = try await store.insert(record).inserted
-            XCTAssertTrue(value7)
+            let result7 = try await store.insert(record).inserted
+            XCTAssertTrue(result7)
         }
-        let value8 = try await store.insert(Self.record(100, from: "carol", to: "bob", startedAt: 50_000)).inserted
-        XCTAssertTrue(value8)
+        let result8 = try await store.insert(Self.record(100, from: "carol", to: "bob", startedAt: 50_000)).inserted
+        XCTAssertTrue(result8)
         // Two calls started in the same millisecond keep a stable order (by id).
-        let value9 = try await store.insert(Self.record(200, from: "alice", to: "carol", startedAt: 9_000)).inserted
-        XCTAssertTrue(value9)
+        let result9 = try await store.insert(Self.record(200, from: "alice", to: "carol", startedAt: 9_000)).inserted
+        XCTAssertTrue(result9)
 
         let all = try await store.history(userId: "alice", limit: 50)
         XCTAssertEqual(all.map(\.callId), [Self.uuid(200), Self.uuid(9), Self.uuid(8), Self.uuid(7), Self.uuid(6), Self.uuid(5), Self.uuid(4), Self.uuid(3), Self.uuid(2), Self.uuid(1)])
@@ -128,16 +128,16 @@ final class CallStoreTests: XCTestCase {
         XCTAssertEqual(pages.map(\.count), [4, 4, 2])
         XCTAssertEqual(pages.flatMap { $0 }, all.map(\.callId))
 
-        let value10 = try await store.history(userId: "carol", limit: 50).map(\.callId)
-        XCTAssertEqual(value10, [Self.uuid(100), Self.uuid(200)])
-        let value11 = try await store.history(userId: "dave", limit: 50)
-        XCTAssertEqual(value11, [])
+        let result10 = try await store.history(userId: "carol", limit: 50).map(\.callId)
+        XCTAssertEqual(result10, [Self.uuid(100), Self.uuid(200)])
+        let result11 = try await store.history(userId: "dave", limit: 50)
+        XCTAssertEqual(result11, [])
         // A cursor that is not one of the user's calls matches nothing.
-        let value12 = try await store.history(userId: "dave", before: Self.uuid(9), limit: 50)
-        XCTAssertEqual(value12, [])
+        let result12 = try await store.history(userId: "dave", before: Self.uuid(9), limit: 50)
+        XCTAssertEqual(result12, [])
         // The limit is clamped.
-        let value13 = try await store.history(userId: "alice", limit: 0).count
-        XCTAssertEqual(value13, 1)
+        let result13 = try await store.history(userId: "alice", limit: 0).count
+        XCTAssertEqual(result13, 1)
         await database.shutdown()
     }
 
@@ -145,10 +145,10 @@ final class CallStoreTests: XCTestCase {
         let database = try await CallTestDatabase(prefix: "calls_users")
         try await database.addUser("Ab12Cd34Ef")
         let store = CallStore(database: database.client, nodeId: "node-a")
-        let value14 = try await store.userExists("Ab12Cd34Ef")
-        XCTAssertTrue(value14)
-        let value15 = try await store.userExists("nobody")
-        XCTAssertFalse(value15)
+        let result14 = try await store.userExists("Ab12Cd34Ef")
+        XCTAssertTrue(result14)
+        let result15 = try await store.userExists("nobody")
+        XCTAssertFalse(result15)
         let known = try await store.insert(Self.record(1, from: "alice", to: "Ab12Cd34Ef", startedAt: 1_000))
         XCTAssertEqual(known, CallStore.Insertion(inserted: true, calleeExists: true))
         let unknown = try await store.insert(Self.record(2, from: "alice", to: "nobody", startedAt: 1_000))
@@ -158,37 +158,51 @@ final class CallStoreTests: XCTestCase {
         await database.shutdown()
     }
 
-    func testEndAbandonedClosesCallsOfThisNodeAndOfStoppedNodes() async throws {
+    func testEndAbandonedClosesCallsOfStoppedNodesOnly() async throws {
         let database = try await CallTestDatabase(prefix: "calls_abandoned")
         let mine = CallStore(database: database.client, nodeId: "node-a")
         let other = CallStore(database: database.client, nodeId: "node-b")
         let stopped = CallStore(database: database.client, nodeId: "node-c")
-        let value16 = try await mine.insert(Self.record(1, from: "alice", to: "bob", startedAt: 1_000)).inserted
-        XCTAssertTrue(value16)
-        let value17 = try await other.insert(Self.record(2, from: "alice", to: "bob", startedAt: 2_000)).inserted
-        XCTAssertTrue(value17)
-        let value18 = try await stopped.insert(Self.record(3, from: "alice", to: "bob", startedAt: 3_000)).inserted
-        XCTAssertTrue(value18)
+        try await insertAll([
+            (mine, Self.record(1, from: "alice", to: "bob", startedAt: 1_000)),
+            (other, Self.record(2, from: "alice", to: "bob", startedAt: 2_000)),
+            (stopped, Self.record(3, from: "alice", to: "bob", startedAt: 3_000)),
+        ])
         var ended = Self.record(4, from: "alice", to: "bob", startedAt: 4_000)
         ended.state = .ended
         ended.details.endedAt = 4_500
         ended.details.endCause = .canceled
-        let value19 = try await mine.insert(ended).inserted
-        XCTAssertTrue(value19)
+        try await insertAll([(stopped, ended)])
 
-        let value20 = try await mine.endAbandoned(liveNodes: ["node-a", "node-b"])
-        XCTAssertEqual(value20, 2)
-        let first = try await mine.find(Self.uuid(1))
-        XCTAssertEqual(first?.state, .ended)
-        XCTAssertEqual(first?.details.endCause, .failure)
-        XCTAssertEqual(first?.details.error, "server_restarted")
-        XCTAssertNotNil(first?.details.endedAt)
-        let value21 = try await mine.find(Self.uuid(2))?.state
-        XCTAssertEqual(value21, .initiating, "a call of a running node stays live")
-        let value22 = try await mine.find(Self.uuid(3))?.state
-        XCTAssertEqual(value22, .ended)
-        let value23 = try await mine.find(Self.uuid(4))?.details.endCause
-        XCTAssertEqual(value23, .canceled, "an ended call is untouched")
+        let closed = try await mine.endAbandoned(liveNodes: ["node-b"])
+        XCTAssertEqual(closed, 1)
+        let ownCall = try await mine.find(Self.uuid(1))
+        XCTAssertEqual(ownCall?.state, .initiating, "this node's calls are live in its memory")
+        let otherCall = try await mine.find(Self.uuid(2))
+        XCTAssertEqual(otherCall?.state, .initiating, "a call of a running node stays live")
+        let abandoned = try await mine.find(Self.uuid(3))
+        XCTAssertEqual(abandoned?.state, .ended)
+        XCTAssertEqual(abandoned?.details.endCause, .failure)
+        XCTAssertEqual(abandoned?.details.error, "server_restarted")
+        XCTAssertNotNil(abandoned?.details.endedAt)
+        let untouched = try await mine.find(Self.uuid(4))
+        XCTAssertEqual(untouched?.details.endCause, .canceled, "an ended call is untouched")
         await database.shutdown()
+    }
+
+    func testLiveNodesAreTheRecentlyHeartbeatingOnes() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_nodes")
+        try await database.client.query("INSERT INTO rt_nodes (node_id, heartbeat_at) VALUES ('fresh', now()), ('stale', now() - interval '10 minutes')")
+        let store = CallStore(database: database.client, nodeId: "fresh")
+        let live = try await store.liveNodes(staleAfter: .seconds(45))
+        XCTAssertEqual(live, ["fresh"])
+        await database.shutdown()
+    }
+
+    private func insertAll(_ rows: [(CallStore, CallRecord)], file: StaticString = #filePath, line: UInt = #line) async throws {
+        for (store, record) in rows {
+            let insertion = try await store.insert(record)
+            XCTAssertTrue(insertion.inserted, record.callId, file: file, line: line)
+        }
     }
 }
