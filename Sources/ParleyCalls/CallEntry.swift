@@ -15,6 +15,8 @@ final class CallEntry: @unchecked Sendable {
     let calleeExists: Bool
     /// Event-loop timers of the armed call timers.
     var timers: [CallTimer: TimerID] = [:]
+    /// Callee devices `call.incoming` was queued for; nil until that is known.
+    var offeredDevices: Int?
     /// A record write is in flight; `dirty` asks for one more when it finishes.
     var writing = false
     var dirty = false

@@ -236,7 +236,9 @@ public final class CallService: Sendable {
             case .cancel(let timer):
                 if let id = entry.timers.removeValue(forKey: timer) { callLoop.loop.cancel(id) }
             case .persist:
-                persist(entry)
+                // The row is rewritten at the answer and at the end; the steps between reach it
+                // with the next of those writes (fewer statements per call).
+                if entry.machine.state == .answered || entry.machine.state == .ended { persist(entry) }
             case .offer(let expiresAt):
                 offer(entry, expiresAt: expiresAt, on: callLoop)
             case .finish:
@@ -258,6 +260,7 @@ public final class CallService: Sendable {
         queueForCallee(entry, frame, excluding: nil, expiresAt: expiresAt) { [self] result in
             switch result {
             case .success(let count):
+                entry.offeredDevices = count
                 apply(.offered(deviceCount: count), to: entry, on: callLoop)
             case .failure(let error):
                 logger.warning("queueing call.incoming failed", [("callId", machine.callId), ("error", "\(error)")])
@@ -276,6 +279,8 @@ public final class CallService: Sendable {
             guard let answerer = entry.machine.answerer else { return }
             deliver(frame, toParty: answerer, queueIfAway: isEnded)
         case .calleeDevices(let except):
+            // No device was offered the call, or only the one that answered: nobody to tell.
+            if let offered = entry.offeredDevices, offered == 0 || (offered == 1 && except != nil) { return }
             // Through the queue, like the invite: devices that were offline get it when they connect.
             let expiresAt = max(entry.machine.expiresAt, UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
             queueForCallee(entry, frame, excluding: except, expiresAt: expiresAt, completion: nil)
