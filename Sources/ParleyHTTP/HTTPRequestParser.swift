@@ -93,6 +93,13 @@ public struct HTTPRequestParser {
     /// Whether the bytes from `runStart` in the current input belong to the head and are not yet in `head`.
     private var inHead = false
     private var runStart = 0
+    /// The head `consume` just completed, handed out by `step` (so `consume` returns one byte, not an event).
+    private var completedHead: HTTPRequestHead?
+
+    /// What one byte completed.
+    private enum Produced {
+        case nothing, head, end
+    }
 
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
         self.limits = limits
@@ -154,8 +161,16 @@ public struct HTTPRequestParser {
                     if inHead { flush(bytes, upTo: count) }
                     return (nil, count)
                 }
-                if let event = try consume(bytes, at: index) { return (event, index + 1) }
-                index += 1
+                switch try consume(bytes, at: index) {
+                case .nothing:
+                    index += 1
+                case .head:
+                    guard let head = completedHead else { preconditionFailure("HTTPRequestParser: no completed head") }
+                    completedHead = nil
+                    return (.head(head), index + 1)
+                case .end:
+                    return (.end, index + 1)
+                }
             }
         }
     }
@@ -170,7 +185,7 @@ public struct HTTPRequestParser {
     }
 
     // swiftlint:disable:next cyclomatic_complexity function_body_length
-    private mutating func consume(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) throws(HTTPParserError) -> HTTPParserEvent? {
+    private mutating func consume(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) throws(HTTPParserError) -> Produced {
         let byte = bytes[index]
         if inHead, message.leadingBytes + offset(index) >= limits.maxHeadBytes { throw .headTooLarge }
         switch state {
@@ -299,7 +314,8 @@ public struct HTTPRequestParser {
         case .headersEndLF:
             guard byte == .lf else { throw .bareCarriageReturn }
             flush(bytes, upTo: index + 1)
-            return .head(try completeHead())
+            completedHead = try completeHead()
+            return .head
 
         case .chunkSize:
             if let digit = HTTPCharacterClass.hexValue(byte) {
@@ -350,7 +366,7 @@ public struct HTTPRequestParser {
         case .fixedBody, .chunkData, .messageEnd, .upgraded, .failed:
             preconditionFailure("HTTPRequestParser: state \(state) is handled by step()")
         }
-        return nil
+        return .nothing
     }
 
     /// `HTTP/` DIGIT `.` DIGIT, checked as each byte arrives so a bad version fails at once.
@@ -424,7 +440,7 @@ public struct HTTPRequestParser {
     }
 
     /// Trailer fields are checked like header fields, bounded, and dropped.
-    private mutating func consumeTrailer(_ byte: UInt8) throws(HTTPParserError) -> HTTPParserEvent? {
+    private mutating func consumeTrailer(_ byte: UInt8) throws(HTTPParserError) -> Produced {
         message.trailerBytes += 1
         if message.trailerBytes > limits.maxHeadBytes { throw .trailersTooLarge }
         switch state {
@@ -458,7 +474,7 @@ public struct HTTPRequestParser {
             finishMessage()
             return .end
         }
-        return nil
+        return .nothing
     }
 
     /// Records the header line that just ended and applies the fields that decide framing.
@@ -470,14 +486,14 @@ public struct HTTPRequestParser {
         fields.append(field)
         let nameRange = message.nameStart..<message.nameEnd
         let valueRange = message.valueStart..<message.valueEnd
-        var current = message
-        try head.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
+        // A local reference to the bytes, so `message` can be mutated in place (no struct copy).
+        let bytes = head
+        try bytes.withUnsafeBufferPointer { buffer throws(HTTPParserError) in
             try HTTPRequestParser.interpret(
                 name: UnsafeBufferPointer(rebasing: buffer[nameRange]),
                 value: UnsafeBufferPointer(rebasing: buffer[valueRange]),
-                into: &current)
+                into: &message)
         }
-        message = current
     }
 
     private static func interpret(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, into message: inout Message) throws(HTTPParserError) {

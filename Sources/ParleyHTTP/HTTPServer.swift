@@ -117,6 +117,7 @@ final class HTTPServerCore: Sendable {
     let configuration: HTTPServer.Configuration
     let routes: RouteTable
     let observer: (any HTTPServerObserver)?
+    let hasObserver: Bool
     let logger: Logger
     let loops: [HTTPLoopContext]
     let idleTimeout: UInt64
@@ -129,6 +130,7 @@ final class HTTPServerCore: Sendable {
         self.configuration = configuration
         self.routes = routes
         self.observer = observer
+        self.hasObserver = observer != nil
         self.logger = logger
         self.loops = loops
         idleTimeout = configuration.idleTimeout.nanoseconds

@@ -189,7 +189,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         let match = core.routes.match(head)
         var slot = Slot(
             sequence: nextSequence, head: head, match: match, keepAlive: head.keepAlive,
-            started: EventLoop.monotonicNanoseconds())
+            started: core.hasObserver ? EventLoop.monotonicNanoseconds() : 0)
         nextSequence &+= 1
         body = []
         if case .contentLength(let length) = head.bodyFraming, length > 0 {
@@ -218,8 +218,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         readingRequest = false
         let index = slots.count - 1
         slots[index].needsContinue = false
-        let slot = slots[index]
-        guard let head = slot.head, let match = slot.match else { return }
+        let sequence = slots[index].sequence
+        guard let head = slots[index].head, let match = slots[index].match else { return }
         let requestBody = body
         body = []
         if !head.keepAlive || quiescing { closing = true }
@@ -229,7 +229,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
         switch match {
         case .notFound, .methodNotAllowed:
-            complete(slot.sequence, responseForUnrouted(match))
+            complete(sequence, responseForUnrouted(match))
         case .found(let route, let parameters):
             let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
             let requestContext = RequestContext(
@@ -237,9 +237,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 remoteAddress: connection.remoteAddress, loop: connection.loop, logger: core.logger)
             switch route.handler {
             case .inline(let handler):
-                complete(slot.sequence, handler(request, requestContext))
+                complete(sequence, handler(request, requestContext))
             case .async(let handler):
-                runAsync(handler, request, requestContext, sequence: slot.sequence)
+                runAsync(handler, request, requestContext, sequence: sequence)
             case .upgrade(let handler):
                 if head.isUpgrade {
                     pendingUpgrade = (handler, request, requestContext)
@@ -247,7 +247,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 } else {
                     var response = HTTPResponse.plain(.init(426), "Upgrade Required")
                     response.headers.add("Connection", "Upgrade")
-                    complete(slot.sequence, response)
+                    complete(sequence, response)
                 }
             }
         }
@@ -314,18 +314,23 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// Writes the responses at the front of the queue that are ready, in request order.
     private func writeReadyResponses() {
-        while !closed, let first = slots.first {
-            if first.upgradePending {
+        while !closed, !slots.isEmpty {
+            if slots[0].upgradePending {
                 if parsing { return }
                 performUpgrade()
                 return
             }
-            guard let response = first.response else { break }
+            guard let response = slots[0].response else { break }
             let last = slots.count == 1
-            let keepAlive = first.keepAlive && !(closing && last) && !response.headers.containsToken("close", in: "Connection")
-            write(response, keepAlive: keepAlive, headRequest: first.head?.method == .head)
-            report(first, status: response.status)
-            slots.removeFirst()
+            let keepAlive = slots[0].keepAlive && !(closing && last)
+                && (response.headers.isEmpty || !response.headers.containsToken("close", in: "Connection"))
+            write(response, keepAlive: keepAlive, headRequest: slots[0].head?.method == .head)
+            if core.hasObserver { report(slots[0], status: response.status) }
+            if slots.count == 1 {
+                slots.removeAll(keepingCapacity: true)
+            } else {
+                slots.removeFirst()
+            }
             if !keepAlive {
                 closing = true
                 slots.removeAll()

@@ -86,10 +86,9 @@ public struct RouteTable: Sendable {
     private func search(_ node: Int, _ path: UnsafeBufferPointer<UInt8>, _ position: Int, _ method: HTTPMethod, _ search: inout Search) -> Bool {
         var start = position
         while start < path.count, path[start] == .slash { start += 1 }
-        let current = nodes[node]
         if start == path.count {
-            if consider(current.routes, method, &search) { return true }
-            if let wildcard = current.wildcard {
+            if consider(nodes[node].routes, method, &search) { return true }
+            if let wildcard = nodes[node].wildcard {
                 search.captures.append(start..<start)
                 if consider(nodes[wildcard].routes, method, &search) { return true }
                 search.captures.removeLast()
@@ -99,9 +98,9 @@ public struct RouteTable: Sendable {
         var end = start
         while end < path.count, path[end] != .slash { end += 1 }
         let segment = UnsafeBufferPointer(rebasing: path[start..<end])
-        if !current.literals.isEmpty {
+        if !nodes[node].literals.isEmpty {
             let decoded = segment.contains(.percent) ? PercentDecoding.decodeSegment(segment) : nil
-            for literal in current.literals {
+            for literal in nodes[node].literals {
                 let equal = decoded.map { $0 == literal.segment } ?? literal.segment.elementsEqual(segment)
                 if equal {
                     if self.search(literal.child, path, end, method, &search) { return true }
@@ -109,12 +108,12 @@ public struct RouteTable: Sendable {
                 }
             }
         }
-        if let parameter = current.parameter {
+        if let parameter = nodes[node].parameter {
             search.captures.append(start..<end)
             if self.search(parameter, path, end, method, &search) { return true }
             search.captures.removeLast()
         }
-        if let wildcard = current.wildcard {
+        if let wildcard = nodes[node].wildcard {
             search.captures.append(start..<path.count)
             if consider(nodes[wildcard].routes, method, &search) { return true }
             search.captures.removeLast()

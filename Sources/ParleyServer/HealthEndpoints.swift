@@ -12,12 +12,12 @@ public struct HealthEndpoints: Sendable {
         self.metrics = metrics
     }
 
-    private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+    private static let healthResponse = json(.ok, Array(#"{"status":"ok"}"#.utf8))
 
     /// Registers the three endpoints on `router`.
     public func register(on router: Router) {
         router.inline(.get, "/health") { _, _ in
-            HealthEndpoints.json(.ok, HealthEndpoints.healthBody)
+            HealthEndpoints.healthResponse
         }
         router.inline(.get, "/metrics") { [metrics] _, _ in
             var headers = HTTPHeaders()

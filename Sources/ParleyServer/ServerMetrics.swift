@@ -2,11 +2,18 @@ import ParleyHTTP
 import ParleyMetrics
 import ParleyNet
 import ParleyPostgres
+import Synchronization
 
 /// The process's Prometheus metrics: HTTP traffic, connections, database pool, loop lag.
 public final class ServerMetrics: Sendable {
     public let registry = MetricsRegistry()
     private let latency: Histogram
+    private let requestCounters = Mutex<[RequestKey: Counter]>([:])
+
+    private struct RequestKey: Hashable {
+        let route: String?
+        let statusClass: Int
+    }
 
     public init() {
         latency = registry.histogram("parley_http_request_duration_seconds", help: "HTTP request latency.")
@@ -14,9 +21,15 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one finished request under its route pattern and status class.
     public func recordRequest(route: String?, status: Int, seconds: Double) {
-        let statusClass = "\(status / 100)xx"
-        registry.counter("parley_http_requests_total", help: "HTTP requests by route and status class.",
-                         labels: [("route", route ?? "unmatched"), ("status", statusClass)]).increment()
+        let key = RequestKey(route: route, statusClass: status / 100)
+        let counter = requestCounters.withLock { cache in
+            if let known = cache[key] { return known }
+            let made = registry.counter("parley_http_requests_total", help: "HTTP requests by route and status class.",
+                                        labels: [("route", route ?? "unmatched"), ("status", "\(key.statusClass)xx")])
+            cache[key] = made
+            return made
+        }
+        counter.increment()
         latency.observe(seconds)
     }
 

@@ -109,3 +109,44 @@ final class ServeTests: XCTestCase {
         }
     }
 }
+
+/// `parley serve` with no DATABASE_URL: it initialises, runs and stops its own PostgreSQL.
+final class EmbeddedDatabaseServeTests: XCTestCase {
+    func testServeRunsEmbeddedPostgresAndStopsItOnSIGTERM() throws {
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-embedded-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+        chmod(dataDirectory.path, 0o755)
+        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+
+        let port = FreePort.next()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", dataDirectory.path,
+                             "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path]
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "DATABASE_URL")
+        process.environment = environment
+        let log = Pipe()
+        process.standardError = log
+        process.standardOutput = log
+        try process.run()
+
+        var ready = false
+        let deadline = Date().addingTimeInterval(90)
+        while Date() < deadline && process.isRunning {
+            if let response = try? TestHTTPClient(port: port).request("GET", "/ready"), response.status == 200 {
+                ready = true
+                break
+            }
+            usleep(100_000)
+        }
+        XCTAssertTrue(ready, "embedded server never became ready")
+        let pidFile = dataDirectory.appendingPathComponent("postgres/data/postmaster.pid").path
+        XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running")
+
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: pidFile), "embedded PostgreSQL still running after shutdown")
+    }
+}
