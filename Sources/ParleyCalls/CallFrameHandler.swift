@@ -3,16 +3,23 @@ import ParleyRealtime
 
 /// Plugs the call service into `/v1/socket`: `call.*` frames of open sessions, and closed
 /// connections. Register with `RealtimeService.register(handler:forTypePrefix: "call.")`.
+/// Invites count against the user's send rate limit (the one messages use).
 public struct CallFrameHandler: RealtimeFrameHandler {
     let calls: CallService
-    let registry: ConnectionRegistry
+    let realtime: RealtimeService
 
-    public init(calls: CallService, registry: ConnectionRegistry) {
+    public init(calls: CallService, realtime: RealtimeService) {
         self.calls = calls
-        self.registry = registry
+        self.realtime = realtime
     }
 
     public func handle(type: String, frame: JSONObject, from connection: RealtimeConnection, device: DeviceKey) async throws(RealtimeFailure) -> [(String, JSONValue)] {
+        if type == "call.invite" {
+            let configuration = realtime.configuration
+            guard realtime.registry.takeSendTokens(device.userId, count: 1, rate: configuration.sendRatePerSecond, burst: configuration.sendBurst) else {
+                throw RealtimeFailure(.rateLimited, "calling too fast; slow down")
+            }
+        }
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
             calls.handle(type: type, object: frame, from: CallDevice(device)) { continuation.resume(returning: $0) }
         }
@@ -26,7 +33,7 @@ public struct CallFrameHandler: RealtimeFrameHandler {
 
     public func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {
         // A connection replaced by a newer one of the same device does not take the device away.
-        if let current = registry.connection(for: device), current !== connection { return }
+        if let current = realtime.registry.connection(for: device), current !== connection { return }
         calls.deviceDisconnected(CallDevice(device))
     }
 }

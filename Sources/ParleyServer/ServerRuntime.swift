@@ -55,7 +55,7 @@ public final class ServerRuntime: Sendable {
         calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
                             transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
                             metrics: metrics.registry, logger: Logger(label: "calls"))
-        realtime.register(handler: CallFrameHandler(calls: calls, registry: realtime.registry), forTypePrefix: "call.")
+        realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
