@@ -13,10 +13,14 @@ final class CallEntry: @unchecked Sendable {
     /// The caller's offer, for `call.incoming`.
     let sdp: String
     let calleeExists: Bool
+    /// The callee's devices when the call was stored.
+    let calleeDevices: [String]
     /// Event-loop timers of the armed call timers.
     var timers: [CallTimer: TimerID] = [:]
-    /// Callee devices `call.incoming` was queued for; nil until that is known.
-    var offeredDevices: Int?
+    /// Callee devices that got `call.incoming` live (connected to this node).
+    var liveOffered: Set<String> = []
+    /// Callee devices `call.incoming` was queued for (offline, or on another node).
+    var queuedOffered: Set<String> = []
     /// A record write is in flight; `dirty` asks for one more when it finishes.
     var writing = false
     var dirty = false
@@ -27,18 +31,19 @@ final class CallEntry: @unchecked Sendable {
 
     struct CalleeEvent {
         var frame: JSONObject
-        var excluding: String?
+        var devices: [String]
         var expiresAt: Int64
         /// Told how many devices it was queued for, or that queueing failed.
         var completion: ((Result<Int, any Error>) -> Void)?
     }
 
-    init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool) {
+    init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool, calleeDevices: [String]) {
         self.loop = loop
         self.machine = machine
         self.headers = headers
         self.sdp = sdp
         self.calleeExists = calleeExists
+        self.calleeDevices = calleeDevices
     }
 
     var key: String { CallDirectory.key(machine.callId) }

@@ -90,19 +90,30 @@ public final class CallService: Sendable {
                                        timeouts: configuration.timeouts, now: UTCTime.nowMilliseconds())
         let record = CallRecord(machine, headers: invite.headers)
         Task(executorPreference: callLoop.loop) { [self] in
+            // The callee's devices are read while the call is stored (one round trip for both).
+            async let devices = transport.devices(of: invite.to)
             let insertion: CallStore.Insertion
             do {
                 insertion = try await store.insert(record)
             } catch {
                 logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
+                _ = try? await devices
                 directory.release(callId: invite.callId, ended: false)
                 return respond(.failure(.unavailable))
+            }
+            let calleeDevices: [String]?
+            do {
+                calleeDevices = try await devices
+            } catch {
+                logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
+                calleeDevices = nil
             }
             guard insertion.inserted else {
                 directory.release(callId: invite.callId, ended: false)
                 return respond(.failure(.callExists))
             }
-            let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp, calleeExists: insertion.calleeExists)
+            let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp,
+                                  calleeExists: insertion.calleeExists, calleeDevices: calleeDevices ?? [])
             callLoop[entry.key] = entry
             startedCounter?.increment()
             respond(.success(JSONObject([("callId", .string(invite.callId))])))
@@ -110,6 +121,10 @@ public final class CallService: Sendable {
             // After the reply is on its way (see `handle`).
             callLoop.loop.executeLocal { [self] in
                 run(actions, entry: entry, on: callLoop)
+                // Without the device list nobody was offered the call.
+                if calleeDevices == nil {
+                    apply(.failed(error: "unavailable"), to: entry, on: callLoop)
+                }
                 // The caller's connection may have gone while the call was being stored.
                 if entry.machine.state != .ended, !transport.isConnected(device) {
                     apply(.connectionLost(device), to: entry, on: callLoop)
@@ -247,24 +262,36 @@ public final class CallService: Sendable {
         }
     }
 
-    /// Queues `call.incoming` for every callee device (connected ones get it at once), then
-    /// reports how many devices it reached.
+    /// Sends `call.incoming` to the callee's devices connected here and queues it for the
+    /// others, then reports how many devices it reached.
     private func offer(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
         guard entry.calleeExists else { return apply(.calleeUnknown, to: entry, on: callLoop) }
         guard directory.claimCallee(callId: entry.machine.callId, maxCallsPerUser: configuration.maxCallsPerUser) else {
             return apply(.calleeBusy, to: entry, on: callLoop)
         }
         let machine = entry.machine
+        let calleeId = machine.calleeId
         let frame = CallFrames.incoming(callId: machine.callId, from: machine.caller.userId, video: machine.details.video, sdp: entry.sdp,
                                         headers: entry.headers, expiresAt: expiresAt)
-        queueForCallee(entry, frame, excluding: nil, expiresAt: expiresAt) { [self] result in
+        var away: [String] = []
+        for deviceId in entry.calleeDevices {
+            if transport.send(frame, to: CallDevice(userId: calleeId, deviceId: deviceId)) {
+                entry.liveOffered.insert(deviceId)
+            } else {
+                away.append(deviceId)
+            }
+        }
+        if !entry.liveOffered.isEmpty { apply(.offered(deviceCount: entry.liveOffered.count), to: entry, on: callLoop) }
+        guard !away.isEmpty else { return }
+        entry.queuedOffered = Set(away)
+        let liveCount = entry.liveOffered.count
+        queueForCallee(entry, frame, devices: away, expiresAt: expiresAt) { [self] result in
             switch result {
             case .success(let count):
-                entry.offeredDevices = count
                 apply(.offered(deviceCount: count), to: entry, on: callLoop)
             case .failure(let error):
                 logger.warning("queueing call.incoming failed", [("callId", machine.callId), ("error", "\(error)")])
-                apply(.failed(error: "unavailable"), to: entry, on: callLoop)
+                if liveCount == 0 { apply(.failed(error: "unavailable"), to: entry, on: callLoop) }
             }
         }
     }
@@ -279,18 +306,23 @@ public final class CallService: Sendable {
             guard let answerer = entry.machine.answerer else { return }
             deliver(frame, toParty: answerer, queueIfAway: isEnded)
         case .calleeDevices(let except):
-            // No device was offered the call, or only the one that answered: nobody to tell.
-            if let offered = entry.offeredDevices, offered == 0 || (offered == 1 && except != nil) { return }
-            // Through the queue, like the invite: devices that were offline get it when they connect.
+            // The way each device was offered the call: live, or through its queue (after the
+            // invite, so that a device that was offline learns the end when it connects).
+            let calleeId = entry.machine.calleeId
+            for deviceId in entry.liveOffered.sorted() where deviceId != except {
+                transport.send(frame, to: CallDevice(userId: calleeId, deviceId: deviceId))
+            }
+            let queued = entry.queuedOffered.filter { $0 != except }.sorted()
+            guard !queued.isEmpty else { return }
             let expiresAt = max(entry.machine.expiresAt, UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
-            queueForCallee(entry, frame, excluding: except, expiresAt: expiresAt, completion: nil)
+            queueForCallee(entry, frame, devices: queued, expiresAt: expiresAt, completion: nil)
         }
     }
 
-    /// Queues an event for the callee's devices after the ones queued before it for this call.
-    private func queueForCallee(_ entry: CallEntry, _ frame: JSONObject, excluding: String?, expiresAt: Int64,
+    /// Queues an event for callee devices after the ones queued before it for this call.
+    private func queueForCallee(_ entry: CallEntry, _ frame: JSONObject, devices: [String], expiresAt: Int64,
                                 completion: ((Result<Int, any Error>) -> Void)?) {
-        entry.calleeEvents.append(CallEntry.CalleeEvent(frame: frame, excluding: excluding, expiresAt: expiresAt, completion: completion))
+        entry.calleeEvents.append(CallEntry.CalleeEvent(frame: frame, devices: devices, expiresAt: expiresAt, completion: completion))
         guard !entry.calleeEventsDraining else { return }
         entry.calleeEventsDraining = true
         let calleeId = entry.machine.calleeId
@@ -299,7 +331,7 @@ public final class CallService: Sendable {
                 let event = entry.calleeEvents.removeFirst()
                 let result: Result<Int, any Error>
                 do {
-                    result = .success(try await transport.enqueue(event.frame, forDevicesOf: calleeId, excluding: event.excluding, expiresAt: event.expiresAt))
+                    result = .success(try await transport.enqueue(event.frame, forDevicesOf: calleeId, only: event.devices, expiresAt: event.expiresAt))
                 } catch {
                     result = .failure(error)
                     if event.completion == nil {
@@ -323,7 +355,7 @@ public final class CallService: Sendable {
         let transport = self.transport, logger = self.logger
         Task {
             do {
-                try await transport.enqueue(frame, for: device, expiresAt: expiresAt)
+                _ = try await transport.enqueue(frame, forDevicesOf: device.userId, only: [device.deviceId], expiresAt: expiresAt)
             } catch {
                 logger.warning("queueing a call event failed", [("type", frame["type"]?.string ?? ""), ("error", "\(error)")])
             }

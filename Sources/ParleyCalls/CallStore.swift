@@ -15,6 +15,12 @@ public struct CallStore: Sendable {
         self.nodeId = nodeId
     }
 
+    /// Commits the statement's transaction without waiting for the WAL flush. A call row is a
+    /// record, not a promise made to a client: losing the last fraction of a second of them in a
+    /// PostgreSQL crash is acceptable (the live calls die with the node anyway), and it keeps a
+    /// disk flush off the call-setup path. Duplicate ids are still refused at once.
+    static let asynchronousCommit = "SELECT set_config('synchronous_commit', 'off', true)"
+
     private static let columns = """
         id, caller_id, caller_device, callee_id, answer_device, video, headers::text AS headers, state, \
         started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error
@@ -36,7 +42,7 @@ public struct CallStore: Sendable {
     /// Stores a new call, and checks in the same statement that its callee exists.
     public func insert(_ record: CallRecord) async throws(PostgresError) -> Insertion {
         let rows = try await database.query("""
-            WITH ins AS (
+            WITH async AS (\(Self.asynchronousCommit)), ins AS (
                 INSERT INTO calls (id, caller_id, caller_device, callee_id, answer_device, video, headers, state, node_id,
                                    started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
@@ -44,6 +50,7 @@ public struct CallStore: Sendable {
                 RETURNING 1
             )
             SELECT (SELECT count(*) FROM ins) = 1 AS inserted, EXISTS (SELECT 1 FROM users WHERE object_id = $4) AS callee_exists
+              FROM async
             """, parameters(record, includeIdentity: true))
         return Insertion(inserted: rows.first?["inserted"].bool ?? false, calleeExists: rows.first?["callee_exists"].bool ?? false)
     }
@@ -51,8 +58,10 @@ public struct CallStore: Sendable {
     /// Rewrites the mutable part of a stored call (state, answering device, timeline, outcome).
     public func update(_ record: CallRecord) async throws(PostgresError) {
         try await database.query("""
+            WITH async AS (\(Self.asynchronousCommit))
             UPDATE calls SET answer_device = $2, state = $3, progressed_at = $4, rung_at = $5, answered_at = $6,
                              established_at = $7, ended_at = $8, end_cause = $9, error = $10
+              FROM async
              WHERE id = $1
             """, parameters(record, includeIdentity: false))
     }

@@ -1,7 +1,8 @@
 import ParleyJSON
 
-/// What the call service needs from the realtime layer: live delivery to connected devices
-/// and the durable per-device queues. Implemented over ParleyRealtime by
+/// What the call service needs from the realtime layer: live delivery to the devices connected
+/// to this node, the list of a user's devices, and the durable per-device queues (for devices
+/// that are offline or connected to another node). Implemented over ParleyRealtime by
 /// `RealtimeCallTransport`; every method may be called from any thread.
 public protocol CallTransport: Sendable {
     /// Sends `event` to the device's live connection on this node; false when the device is
@@ -12,12 +13,11 @@ public protocol CallTransport: Sendable {
     /// Whether the device has a live connection on this node.
     func isConnected(_ device: CallDevice) -> Bool
 
-    /// Queues `event` durably for every device of `userId` except `excluding`, to be delivered
-    /// until `expiresAt` (Unix ms): connected devices get it at once, the others when they
-    /// connect (a push job is created for them). Returns how many devices it was queued for
-    /// (0 for a user with no device).
-    func enqueue(_ event: JSONObject, forDevicesOf userId: String, excluding: String?, expiresAt: Int64) async throws -> Int
+    /// Every device `userId` has (connected or not).
+    func devices(of userId: String) async throws -> [String]
 
-    /// Queues `event` durably for one device until `expiresAt` (Unix ms).
-    func enqueue(_ event: JSONObject, for device: CallDevice, expiresAt: Int64) async throws
+    /// Queues `event` durably for the given devices of `userId`, to be delivered until
+    /// `expiresAt` (Unix ms): a device connected to some node gets it at once, the others when
+    /// they connect (a push job is created for them). Returns how many devices it was queued for.
+    func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int
 }

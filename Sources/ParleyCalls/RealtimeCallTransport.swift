@@ -2,9 +2,9 @@ import ParleyJSON
 import ParleyRealtime
 import ParleyWebSocket
 
-/// `CallTransport` over the realtime service: live frames through the connection registry,
-/// durable events through the delivery queue (which also creates push jobs for offline
-/// devices and tells other nodes).
+/// `CallTransport` over the realtime service: live frames through the connection registry, the
+/// user's devices from `rt_devices`, durable events through the delivery queue (which also
+/// creates push jobs for offline devices and tells other nodes).
 public struct RealtimeCallTransport: CallTransport {
     let realtime: RealtimeService
 
@@ -24,14 +24,18 @@ public struct RealtimeCallTransport: CallTransport {
         realtime.registry.connection(for: DeviceKey(device)) != nil
     }
 
-    public func enqueue(_ event: JSONObject, forDevicesOf userId: String, excluding: String?, expiresAt: Int64) async throws -> Int {
-        try await realtime.queue.enqueue(event: event, toDevicesOf: [userId], excluding: excluding.map { DeviceKey(userId: userId, deviceId: $0) },
-                                         toUsersWithoutDevices: false, expiresAt: expiresAt).count
+    public func devices(of userId: String) async throws -> [String] {
+        let rows = try await realtime.database.query("SELECT device_id FROM rt_devices WHERE user_id = $1 ORDER BY device_id", [.text(userId)])
+        return rows.compactMap { $0["device_id"].string }
     }
 
-    public func enqueue(_ event: JSONObject, for device: CallDevice, expiresAt: Int64) async throws {
-        try await realtime.queue.enqueue(event: event, toDevicesOf: [device.userId], onlyDevice: DeviceKey(device),
-                                         toUsersWithoutDevices: false, expiresAt: expiresAt)
+    public func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int {
+        var queued = 0
+        for deviceId in deviceIds {
+            queued += try await realtime.queue.enqueue(event: event, toDevicesOf: [userId], onlyDevice: DeviceKey(userId: userId, deviceId: deviceId),
+                                                       toUsersWithoutDevices: false, expiresAt: expiresAt).count
+        }
+        return queued
     }
 }
 

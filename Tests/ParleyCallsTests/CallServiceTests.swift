@@ -440,8 +440,9 @@ final class CallServiceTests: XCTestCase {
             + Self.fast.timeouts.ring.components.seconds * 1000 + Self.fast.timeouts.ring.components.attoseconds / 1_000_000_000_000_000
         XCTAssertEqual(Double(queued?.expiresAt ?? 0), Double(before + lifetime), accuracy: 200)
         let live = await h.transport.waitFor(H.bobTablet, "call.incoming")
-        XCTAssertNotNil(live?["seq"], "a connected device gets it at once, from its queue")
-        XCTAssertEqual(h.transport.queued(H.bobTablet).first?.expiresAt, queued?.expiresAt)
+        XCTAssertNotNil(live)
+        XCTAssertNil(live?["seq"], "a device connected here gets it live")
+        XCTAssertEqual(h.transport.queued(H.bobTablet), [], "…and not through its queue")
         // The call ends before the phone connects: it learns that too when it does.
         await h.send(H.alice, "call.hangup", [("callId", .string(callId))])
         let ended = await h.transport.waitForQueued(H.bobPhone, "call.ended")
@@ -449,6 +450,9 @@ final class CallServiceTests: XCTestCase {
         XCTAssertEqual(ended?.expiresAt, queued?.expiresAt)
         // In that order: the end never overtakes the invite in a device's queue.
         XCTAssertEqual(h.transport.queued(H.bobPhone).compactMap { $0.event["type"]?.string }, ["call.incoming", "call.ended"])
+        let liveEnd = await h.transport.waitFor(H.bobTablet, "call.ended")
+        XCTAssertEqual(liveEnd?["endCause"], "canceled")
+        XCTAssertEqual(h.transport.queued(H.bobTablet), [], "the live device learns the end live")
         await h.shutdown()
     }
 
@@ -464,6 +468,20 @@ final class CallServiceTests: XCTestCase {
         expect(await h.send(H.bobPhone, "call.ringing", [("callId", .string(callId))]), "ok")
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")]), "ok")
         expectPresent(await h.transport.waitFor(H.alice, "call.answered"))
+        await h.shutdown()
+    }
+
+    func testDeviceListFailureFailsTheCall() async throws {
+        let h = try await makeHarness("devicesfail")
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        h.transport.setDeviceListFails(true)
+        let callId = Self.newCallId()
+        expect(await h.invite(callId), "ok")
+        let ended = await h.transport.waitFor(H.alice, "call.ended")
+        XCTAssertEqual(ended?["endCause"], "failure")
+        XCTAssertEqual(ended?["error"], "unavailable")
+        XCTAssertFalse(h.transport.receivedTypes(H.bobPhone).contains("call.incoming"))
         await h.shutdown()
     }
 

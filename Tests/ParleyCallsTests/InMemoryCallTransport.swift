@@ -19,6 +19,7 @@ final class InMemoryCallTransport: CallTransport {
         var received: [CallDevice: [JSONObject]] = [:]
         var queued: [CallDevice: [Queued]] = [:]
         var failQueueing = false
+        var failDeviceList = false
     }
 
     private let state = Mutex(State())
@@ -43,6 +44,10 @@ final class InMemoryCallTransport: CallTransport {
 
     func setQueueingFails(_ fails: Bool) {
         state.withLock { $0.failQueueing = fails }
+    }
+
+    func setDeviceListFails(_ fails: Bool) {
+        state.withLock { $0.failDeviceList = fails }
     }
 
     /// Records a reply as the device would see it.
@@ -108,12 +113,19 @@ final class InMemoryCallTransport: CallTransport {
 
     struct QueueFailure: Error {}
 
-    /// Like the realtime queue: recorded for every targeted device, and handed at once (with a
-    /// seq) to the connected ones.
-    func enqueue(_ event: JSONObject, forDevicesOf userId: String, excluding: String?, expiresAt: Int64) async throws -> Int {
+    func devices(of userId: String) async throws -> [String] {
+        try state.withLock { state in
+            if state.failDeviceList { throw QueueFailure() }
+            return state.known[userId] ?? []
+        }
+    }
+
+    /// Like the realtime queue: recorded for every given device, and handed at once (with a seq)
+    /// to the connected ones.
+    func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int {
         try state.withLock { state in
             if state.failQueueing { throw QueueFailure() }
-            let devices = (state.known[userId] ?? []).filter { $0 != excluding }
+            let devices = (state.known[userId] ?? []).filter { deviceIds.contains($0) }
             for deviceId in devices {
                 let device = CallDevice(userId: userId, deviceId: deviceId)
                 state.queued[device, default: []].append(Queued(event: event, expiresAt: expiresAt))
@@ -124,13 +136,6 @@ final class InMemoryCallTransport: CallTransport {
                 }
             }
             return devices.count
-        }
-    }
-
-    func enqueue(_ event: JSONObject, for device: CallDevice, expiresAt: Int64) async throws {
-        try state.withLock { state in
-            if state.failQueueing { throw QueueFailure() }
-            state.queued[device, default: []].append(Queued(event: event, expiresAt: expiresAt))
         }
     }
 }

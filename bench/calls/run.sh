@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Call-setup benchmark: 1,000 call setups per second (invite → incoming → ringing → answer →
-# answered → hangup) between online users over /v1/socket, driven by bench/calls/call_setup.py
-# (the `websockets` client from the venv, split over client processes). Builds Parley (release),
+# answered → hangup) between online users over /v1/socket, driven by bench/calls/callbench.c (a C epoll client) through bench/calls/run.py
+# . Builds Parley (release),
 # starts a throwaway PostgreSQL and `parley serve`, and prints p50/p90/p99/max of
 # invite→incoming and answer→answered, the achieved rate and the server's CPU per call.
 # Target: p99 < 5 ms. Numbers depend on the machine being otherwise idle (the load average is
 # printed with them); record them in docs/performance.md.
 #
-# Usage: bench/calls/run.sh [--no-build] [call_setup.py options: --rate N --duration S --pairs N --clients N]
+# Usage: bench/calls/run.sh [--no-build] [run.py options: --rate N --duration S --pairs N --threads N]
 set -euo pipefail
 
 PARLEY_SCRIPT=bench-calls
@@ -31,4 +31,4 @@ parley_use_postgres
 if [ "$build" -eq 1 ]; then
     swift build -c release --product parley
 fi
-PARLEY_BIN="$PARLEY_ROOT/.build/release/parley" exec "$PARLEY_VENV/bin/python" bench/calls/call_setup.py "${arguments[@]+"${arguments[@]}"}"
+PARLEY_BIN="$PARLEY_ROOT/.build/release/parley" exec "$PARLEY_VENV/bin/python" bench/calls/run.py "${arguments[@]+"${arguments[@]}"}"
