@@ -197,7 +197,7 @@ async def end_causes(server, users):
     sent = time.monotonic()
     ok(await a1.call("invite", call_id, to="nosuchuser", sdp="x"), "invite unknown")
     ended = await a1.next_event("call.ended", call_id, timeout=2)
-    check(ended["endCause"] == "failure" and ended["error"] == "user_not_found" and time.monotonic() - sent < 1, ended)
+    check(ended["endCause"] == "failure" and ended["error"] == "user_not_found" and time.monotonic() - sent < 2, f"at once, not after the reach timeout: {ended}")
     log("failure/user_not_found at once: ok")
 
     # noAnswer: rang, not answered within the ring timeout.
@@ -206,7 +206,7 @@ async def end_causes(server, users):
     rang = time.monotonic()
     for device in (a1, b1, b2):
         check_details(await device.next_event("call.ended", call_id, timeout=RING + 3), "noAnswer", "noAnswer")
-    check(RING - 0.2 <= time.monotonic() - rang <= RING + 1.5, f"noAnswer after {time.monotonic() - rang:.2f} s")
+    check(RING - 0.2 <= time.monotonic() - rang <= RING + 3, f"noAnswer after {time.monotonic() - rang:.2f} s")
     log("noAnswer after the ring timeout: ok")
 
     # timeout: dave has no device, nobody is reached.
@@ -216,7 +216,7 @@ async def end_causes(server, users):
     ended = await a1.next_event("call.ended", call_id, timeout=REACH + 3)
     check_details(ended, "timeout", "timeout")
     check(ended["details"]["progressedAt"] is None, ended)
-    check(REACH - 0.2 <= time.monotonic() - sent <= REACH + 1.5, f"timeout after {time.monotonic() - sent:.2f} s")
+    check(REACH - 0.2 <= time.monotonic() - sent <= REACH + 3, f"timeout after {time.monotonic() - sent:.2f} s")
     log("timeout when no device is reached: ok")
 
     # busy: bob is in a call (limit 1), so carol's call to bob ends busy; alice may not place a second call.
@@ -256,7 +256,7 @@ async def connection_loss(server, users):
     lost = time.monotonic()
     ended = await b2.next_event("call.ended", call_id, timeout=GRACE + 3)
     check_details(ended, "inactive", "caller lost during the call")
-    check(GRACE - 0.1 <= time.monotonic() - lost <= GRACE + 1.5, f"inactive after {time.monotonic() - lost:.2f} s")
+    check(GRACE - 0.1 <= time.monotonic() - lost <= GRACE + 3, f"inactive after {time.monotonic() - lost:.2f} s")
     log("caller's connection lost during a call → inactive after the grace period: ok")
 
     # Back within the grace period (a new connection of the same device): the call goes on.
