@@ -15,10 +15,12 @@ final class CallEntry: @unchecked Sendable {
     let calleeExists: Bool
     /// The callee's devices when the call was stored.
     let calleeDevices: [String]
+    /// Whether the call holds one of the callee's concurrent-call slots (else it ends busy).
+    let calleeSlot: Bool
     /// Event-loop timers of the armed call timers.
     var timers: [CallTimer: TimerID] = [:]
-    /// Callee devices that got `call.incoming` live (connected to this node).
-    var liveOffered: Set<String> = []
+    /// Callee connections on this node that got `call.incoming` live.
+    var liveOffered: Int
     /// Callee devices `call.incoming` was queued for (offline, or on another node).
     var queuedOffered: Set<String> = []
     /// A record write is in flight; `dirty` asks for one more when it finishes.
@@ -37,13 +39,16 @@ final class CallEntry: @unchecked Sendable {
         var completion: ((Result<Int, any Error>) -> Void)?
     }
 
-    init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool, calleeDevices: [String]) {
+    init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool, calleeDevices: [String],
+         calleeSlot: Bool, liveOffered: Int) {
         self.loop = loop
         self.machine = machine
         self.headers = headers
         self.sdp = sdp
         self.calleeExists = calleeExists
         self.calleeDevices = calleeDevices
+        self.calleeSlot = calleeSlot
+        self.liveOffered = liveOffered
     }
 
     var key: String { CallDirectory.key(machine.callId) }
@@ -51,12 +56,23 @@ final class CallEntry: @unchecked Sendable {
     var record: CallRecord { CallRecord(machine, headers: headers) }
 }
 
-/// The live calls owned by one loop.
+/// The live calls owned by one loop, and the frames held for calls still being stored.
 ///
-/// Thread confinement: owned by `loop`; `calls` is used only on its thread.
+/// Thread confinement: owned by `loop`; `calls` and `held` are used only on its thread.
 final class CallLoop: @unchecked Sendable {
+    /// A device frame for a call whose invite is still being stored.
+    struct HeldFrame {
+        var event: CallEvent
+        var device: CallDevice
+        var respond: CallService.Respond
+    }
+
+    /// Frames held per call being stored (a callee that answers at once waits for the insert).
+    static let maxHeldFrames = 16
+
     let loop: EventLoop
     private var calls: [String: CallEntry] = [:]
+    private var held: [String: [HeldFrame]] = [:]
 
     init(loop: EventLoop) {
         self.loop = loop
@@ -71,5 +87,33 @@ final class CallLoop: @unchecked Sendable {
             loop.preconditionInEventLoop()
             calls[key] = newValue
         }
+    }
+
+    /// Marks a call as being stored: its frames are held until `endStoring`.
+    func beginStoring(_ key: String) {
+        loop.preconditionInEventLoop()
+        held[key] = []
+    }
+
+    /// Holds a frame for a call being stored; false when the call is not being stored or too
+    /// many frames wait already.
+    func hold(_ frame: HeldFrame, for key: String) -> Bool {
+        loop.preconditionInEventLoop()
+        guard var frames = held[key], frames.count < Self.maxHeldFrames else { return false }
+        frames.append(frame)
+        held[key] = frames
+        return true
+    }
+
+    /// Whether the call is being stored.
+    func isStoring(_ key: String) -> Bool {
+        loop.preconditionInEventLoop()
+        return held[key] != nil
+    }
+
+    /// The call is stored (or refused): returns the frames held for it.
+    func endStoring(_ key: String) -> [HeldFrame] {
+        loop.preconditionInEventLoop()
+        return held.removeValue(forKey: key) ?? []
     }
 }

@@ -89,6 +89,19 @@ public final class CallService: Sendable {
         let machine = CallStateMachine(callId: invite.callId, caller: device, calleeId: invite.to, video: invite.video,
                                        timeouts: configuration.timeouts, now: UTCTime.nowMilliseconds())
         let record = CallRecord(machine, headers: invite.headers)
+        // The callee's connections here ring at once, before the call is stored: a connected
+        // callee exists, the id is new here and the callee's slot is known.
+        let calleeSlot = directory.claimCallee(callId: invite.callId, maxCallsPerUser: configuration.maxCallsPerUser)
+        let liveOffered = calleeSlot ? transport.sendToConnectedDevices(
+            CallFrames.incoming(callId: invite.callId, from: device.userId, video: invite.video, sdp: invite.sdp,
+                                headers: invite.headers, expiresAt: machine.expiresAt),
+            of: invite.to, except: nil) : 0
+        let key = CallDirectory.key(invite.callId)
+        if callLoop.loop.inEventLoop {
+            callLoop.beginStoring(key)
+        } else {
+            callLoop.loop.execute { callLoop.beginStoring(key) }
+        }
         Task(executorPreference: callLoop.loop) { [self] in
             // The callee's devices are read while the call is stored (one round trip for both).
             async let devices = transport.devices(of: invite.to)
@@ -98,8 +111,7 @@ public final class CallService: Sendable {
             } catch {
                 logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
                 _ = try? await devices
-                directory.release(callId: invite.callId, ended: false)
-                return respond(.failure(.unavailable))
+                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
             }
             let calleeDevices: [String]?
             do {
@@ -109,20 +121,24 @@ public final class CallService: Sendable {
                 calleeDevices = nil
             }
             guard insertion.inserted else {
-                directory.release(callId: invite.callId, ended: false)
-                return respond(.failure(.callExists))
+                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .callExists, on: callLoop, respond: respond)
             }
             let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp,
-                                  calleeExists: insertion.calleeExists, calleeDevices: calleeDevices ?? [])
+                                  calleeExists: insertion.calleeExists || liveOffered > 0, calleeDevices: calleeDevices ?? [],
+                                  calleeSlot: calleeSlot, liveOffered: liveOffered)
             callLoop[entry.key] = entry
             startedCounter?.increment()
             respond(.success(JSONObject([("callId", .string(invite.callId))])))
             let actions = entry.machine.start()
+            let held = callLoop.endStoring(entry.key)
             // After the reply is on its way (see `handle`).
             callLoop.loop.executeLocal { [self] in
                 run(actions, entry: entry, on: callLoop)
-                // Without the device list nobody was offered the call.
-                if calleeDevices == nil {
+                for frame in held {
+                    process(frame.event, from: frame.device, respond: frame.respond, entry: entry, on: callLoop)
+                }
+                // Without the device list only the connections here were offered the call.
+                if calleeDevices == nil, liveOffered == 0 {
                     apply(.failed(error: "unavailable"), to: entry, on: callLoop)
                 }
                 // The caller's connection may have gone while the call was being stored.
@@ -133,6 +149,23 @@ public final class CallService: Sendable {
         }
     }
 
+    /// An invite that could not be stored: frees its id and slots, and ends it for the callee
+    /// connections that were already ringing.
+    private func refuse(_ machine: CallStateMachine, headers: JSONObject, liveOffered: Int, _ error: CallError, on callLoop: CallLoop,
+                        respond: Respond) {
+        directory.release(callId: machine.callId, ended: false)
+        for frame in callLoop.endStoring(CallDirectory.key(machine.callId)) {
+            frame.respond(.failure(.callNotFound))
+        }
+        if liveOffered > 0 {
+            var ended = machine
+            _ = try? ended.handle(.failed(error: error.code), now: UTCTime.nowMilliseconds())
+            transport.sendToConnectedDevices(CallFrames.event(.ended(.failure, error: error.code), record: CallRecord(ended, headers: headers)),
+                                             of: machine.calleeId, except: nil)
+        }
+        respond(.failure(error))
+    }
+
     private func forward(_ request: CallRequest, from device: CallDevice, respond: @escaping Respond) {
         let callId = request.callId
         let event = Self.event(for: request, from: device)
@@ -141,27 +174,39 @@ public final class CallService: Sendable {
         }
         let callLoop = loops[owner]
         callLoop.loop.execute { [self] in
-            guard let entry = callLoop[CallDirectory.key(callId)] else {
+            let key = CallDirectory.key(callId)
+            guard let entry = callLoop[key] else {
+                if callLoop.isStoring(key) {
+                    if !callLoop.hold(CallLoop.HeldFrame(event: event, device: device, respond: respond), for: key) {
+                        respond(.failure(.limitExceeded("too many frames for a call being set up")))
+                    }
+                    return
+                }
                 return answerUnknown(callId, from: device, respond: respond)
             }
-            // A frame from a party is proof that its connection is back.
-            if entry.machine.absent.contains(where: { side in self.device(of: side, in: entry) == device }) {
-                apply(.connectionRestored(device), to: entry, on: callLoop)
-            }
-            let actions: [CallAction]
-            do throws(CallError) {
-                actions = try entry.machine.handle(event, now: UTCTime.nowMilliseconds())
-            } catch {
-                return respond(.failure(error))
-            }
-            respond(.success(JSONObject([("callId", .string(entry.machine.callId))])))
-            if case .answer = event, entry.machine.answerer == device {
-                directory.setAnswerer(callId: callId, device: device)
-            }
-            // The reply goes out through the loop's queue (the realtime layer answers when the
-            // handler returns), so events to the same device are queued after it.
-            callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
+            process(event, from: device, respond: respond, entry: entry, on: callLoop)
         }
+    }
+
+    /// Loop thread: one device frame for a live call.
+    private func process(_ event: CallEvent, from device: CallDevice, respond: Respond, entry: CallEntry, on callLoop: CallLoop) {
+        // A frame from a party is proof that its connection is back.
+        if entry.machine.absent.contains(where: { side in self.device(of: side, in: entry) == device }) {
+            apply(.connectionRestored(device), to: entry, on: callLoop)
+        }
+        let actions: [CallAction]
+        do throws(CallError) {
+            actions = try entry.machine.handle(event, now: UTCTime.nowMilliseconds())
+        } catch {
+            return respond(.failure(error))
+        }
+        respond(.success(JSONObject([("callId", .string(entry.machine.callId))])))
+        if case .answer = event, entry.machine.answerer == device {
+            directory.setAnswerer(callId: entry.machine.callId, device: device)
+        }
+        // The reply goes out through the loop's queue (the realtime layer answers when the
+        // handler returns), so events to the same device are queued after it.
+        callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
     }
 
     /// A frame about a call not live here: ended (recently, or per the database) or unknown.
@@ -262,29 +307,20 @@ public final class CallService: Sendable {
         }
     }
 
-    /// Sends `call.incoming` to the callee's devices connected here and queues it for the
-    /// others, then reports how many devices it reached.
+    /// Reports the callee's connections that got `call.incoming` at the invite, and queues it
+    /// for the callee's other devices (offline, or on another node).
     private func offer(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
         guard entry.calleeExists else { return apply(.calleeUnknown, to: entry, on: callLoop) }
-        guard directory.claimCallee(callId: entry.machine.callId, maxCallsPerUser: configuration.maxCallsPerUser) else {
-            return apply(.calleeBusy, to: entry, on: callLoop)
-        }
+        guard entry.calleeSlot else { return apply(.calleeBusy, to: entry, on: callLoop) }
+        if entry.liveOffered > 0 { apply(.offered(deviceCount: entry.liveOffered), to: entry, on: callLoop) }
         let machine = entry.machine
         let calleeId = machine.calleeId
-        let frame = CallFrames.incoming(callId: machine.callId, from: machine.caller.userId, video: machine.details.video, sdp: entry.sdp,
-                                        headers: entry.headers, expiresAt: expiresAt)
-        var away: [String] = []
-        for deviceId in entry.calleeDevices {
-            if transport.send(frame, to: CallDevice(userId: calleeId, deviceId: deviceId)) {
-                entry.liveOffered.insert(deviceId)
-            } else {
-                away.append(deviceId)
-            }
-        }
-        if !entry.liveOffered.isEmpty { apply(.offered(deviceCount: entry.liveOffered.count), to: entry, on: callLoop) }
+        let away = entry.calleeDevices.filter { !transport.isConnected(CallDevice(userId: calleeId, deviceId: $0)) }
         guard !away.isEmpty else { return }
         entry.queuedOffered = Set(away)
-        let liveCount = entry.liveOffered.count
+        let frame = CallFrames.incoming(callId: machine.callId, from: machine.caller.userId, video: machine.details.video, sdp: entry.sdp,
+                                        headers: entry.headers, expiresAt: expiresAt)
+        let liveCount = entry.liveOffered
         queueForCallee(entry, frame, devices: away, expiresAt: expiresAt) { [self] result in
             switch result {
             case .success(let count):
@@ -308,9 +344,8 @@ public final class CallService: Sendable {
         case .calleeDevices(let except):
             // The way each device was offered the call: live, or through its queue (after the
             // invite, so that a device that was offline learns the end when it connects).
-            let calleeId = entry.machine.calleeId
-            for deviceId in entry.liveOffered.sorted() where deviceId != except {
-                transport.send(frame, to: CallDevice(userId: calleeId, deviceId: deviceId))
+            if entry.liveOffered > 0 {
+                transport.sendToConnectedDevices(frame, of: entry.machine.calleeId, except: except)
             }
             let queued = entry.queuedOffered.filter { $0 != except }.sorted()
             guard !queued.isEmpty else { return }

@@ -10,6 +10,11 @@ public protocol CallTransport: Sendable {
     @discardableResult
     func send(_ event: JSONObject, to device: CallDevice) -> Bool
 
+    /// Sends `event` to every live connection of `userId` on this node except the device
+    /// `except`; returns how many got it.
+    @discardableResult
+    func sendToConnectedDevices(_ event: JSONObject, of userId: String, except: String?) -> Int
+
     /// Whether the device has a live connection on this node.
     func isConnected(_ device: CallDevice) -> Bool
 

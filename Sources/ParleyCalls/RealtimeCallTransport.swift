@@ -14,10 +14,25 @@ public struct RealtimeCallTransport: CallTransport {
 
     public func send(_ event: JSONObject, to device: CallDevice) -> Bool {
         guard let connection = realtime.registry.connection(for: DeviceKey(device)) else { return false }
+        connection.send(frame: Self.frame(event))
+        return true
+    }
+
+    public func sendToConnectedDevices(_ event: JSONObject, of userId: String, except: String?) -> Int {
+        var connections = realtime.registry.connections(ofUser: userId)
+        if let except, let skipped = realtime.registry.connection(for: DeviceKey(userId: userId, deviceId: except)) {
+            connections.removeAll { $0 === skipped }
+        }
+        guard !connections.isEmpty else { return 0 }
+        let frame = Self.frame(event)
+        for connection in connections { connection.send(frame: frame) }
+        return connections.count
+    }
+
+    static func frame(_ event: JSONObject) -> [UInt8] {
         var payload: [UInt8] = []
         JSONValue.object(event).serialize(into: &payload)
-        connection.send(frame: WebSocketFrameEncoder.encode(opcode: .text, payload: payload))
-        return true
+        return WebSocketFrameEncoder.encode(opcode: .text, payload: payload)
     }
 
     public func isConnected(_ device: CallDevice) -> Bool {

@@ -424,6 +424,57 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// A callee connected here rings before the call is stored; its frames that arrive before
+    /// the row is written wait for it instead of failing.
+    func testCalleeAnsweringBeforeTheCallIsStoredIsHeld() async throws {
+        let h = try await makeHarness("held")
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        for _ in 0..<5 {
+            let callId = Self.newCallId()
+            async let invited = h.invite(callId)
+            let incoming = await h.transport.waitFor(H.bobPhone, timeout: .seconds(5)) { $0["type"]?.string == "call.incoming" && $0["callId"]?.string == callId }
+            XCTAssertNotNil(incoming)
+            async let rang = h.send(H.bobPhone, "call.ringing", [("callId", .string(callId))])
+            async let answered = h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")])
+            expect(await invited, "ok")
+            expect(await rang, "ok")
+            expect(await answered, "ok")
+            let event = await h.transport.waitFor(H.alice) { $0["type"]?.string == "call.answered" && $0["callId"]?.string == callId }
+            XCTAssertEqual(event?["deviceId"], .string(H.bobPhone.deviceId))
+            expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
+            _ = await h.transport.waitFor(H.bobPhone) { $0["type"]?.string == "call.ended" && $0["callId"]?.string == callId }
+        }
+        await h.shutdown()
+    }
+
+    /// An id that only the database knows (an earlier run) is refused after the callee's
+    /// connections here already rang: they are told the call ended.
+    func testDuplicateFoundOnlyInTheDatabaseEndsTheEarlyRing() async throws {
+        let h = try await makeHarness("lateduplicate")
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        expect(await h.invite(callId), "ok")
+        expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
+        _ = try await storedRecord(h, callId) { $0.state == .ended }
+        let fresh = CallService(group: h.database.group, store: h.store, transport: h.transport, configuration: Self.fast)
+        let invite = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
+            h.loop(of: H.alice).execute {
+                fresh.handle(type: "call.invite", object: ["callId": .string(callId), "to": .string(H.bobPhone.userId), "sdp": "x"], from: H.alice) {
+                    continuation.resume(returning: $0)
+                }
+            }
+        }
+        expect(invite, "call_exists")
+        let endings = h.transport.received(H.bobPhone).filter { $0["type"]?.string == "call.ended" && $0["callId"]?.string == callId }
+        XCTAssertEqual(endings.last?["endCause"], "failure")
+        XCTAssertEqual(endings.last?["error"], "call_exists")
+        XCTAssertEqual(fresh.activeCalls(of: H.bobPhone.userId), 0)
+        XCTAssertEqual(fresh.activeCalls(of: H.alice.userId), 0)
+        await h.shutdown()
+    }
+
     // MARK: Offline callees
 
     func testOfflineCalleeDeviceGetsIncomingQueuedWithTheCallLifetime() async throws {
@@ -471,17 +522,25 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
-    func testDeviceListFailureFailsTheCall() async throws {
+    func testDeviceListFailureFailsTheCallOnlyWhenNobodyRang() async throws {
         let h = try await makeHarness("devicesfail")
         h.transport.connect(H.alice)
-        h.transport.connect(H.bobPhone)
+        h.transport.addOfflineDevice(H.bobPhone)
         h.transport.setDeviceListFails(true)
-        let callId = Self.newCallId()
-        expect(await h.invite(callId), "ok")
+        let unreached = Self.newCallId()
+        expect(await h.invite(unreached), "ok")
         let ended = await h.transport.waitFor(H.alice, "call.ended")
         XCTAssertEqual(ended?["endCause"], "failure")
         XCTAssertEqual(ended?["error"], "unavailable")
-        XCTAssertFalse(h.transport.receivedTypes(H.bobPhone).contains("call.incoming"))
+        XCTAssertEqual(h.transport.queued(H.bobPhone), [])
+        // A callee connected here rang anyway: the call goes on.
+        h.transport.connect(H.bobTablet)
+        let reached = Self.newCallId()
+        expect(await h.invite(reached), "ok")
+        expectPresent(await h.transport.waitFor(H.bobTablet, "call.incoming"))
+        expectPresent(await h.transport.waitFor(H.alice, "call.progress"))
+        expect(await h.send(H.bobTablet, "call.answer", [("callId", .string(reached)), ("sdp", "a")]), "ok")
+        expectPresent(await h.transport.waitFor(H.alice, "call.answered"))
         await h.shutdown()
     }
 

@@ -107,6 +107,14 @@ final class InMemoryCallTransport: CallTransport {
         }
     }
 
+    func sendToConnectedDevices(_ event: JSONObject, of userId: String, except: String?) -> Int {
+        state.withLock { state in
+            let devices = (state.known[userId] ?? []).filter { $0 != except && state.live.contains(CallDevice(userId: userId, deviceId: $0)) }
+            for deviceId in devices { state.received[CallDevice(userId: userId, deviceId: deviceId), default: []].append(event) }
+            return devices.count
+        }
+    }
+
     func isConnected(_ device: CallDevice) -> Bool {
         state.withLock { $0.live.contains(device) }
     }

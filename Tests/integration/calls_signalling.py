@@ -132,7 +132,7 @@ async def full_call(server, users):
               and details["to"] == bob, details)
         check(all(details[f] is not None for f in ("startedAt", "progressedAt", "rungAt", "answeredAt", "establishedAt", "endedAt")), details)
         check(150 <= details["duration"] < (time.monotonic() - started) * 1000 + 50, details)
-    await b1.expect_no_event("call.ended", 0.3)
+    await b1.expect_no_event("call.ended", 0.3, call_id=call_id)
     error(await b2.call("hangup", call_id), "call_ended", "hang up an ended call")
     for device in (a1, b1, b2, c1):
         await device.close()
@@ -268,7 +268,7 @@ async def connection_loss(server, users):
     await asyncio.sleep(GRACE / 3)
     b1 = await CallClient.connect(server.ws_url, bob_token, "bob-phone")
     await asyncio.sleep(GRACE + 0.5)
-    await a1.expect_no_event("call.ended", 0.1)
+    await a1.expect_no_event("call.ended", 0.1, call_id=call_id)
     ok(await b1.call("candidates", call_id, candidates=["after-reconnect"]), "candidates after reconnecting")
     check((await a1.next_event("call.candidates", call_id))["candidates"] == ["after-reconnect"], "relay after reconnecting")
     ok(await a1.call("hangup", call_id), "hang up")

@@ -88,8 +88,8 @@ class CallClient:
             if (kind is None or event.get("type") == kind) and (call_id is None or event.get("callId") == call_id):
                 return event
 
-    async def expect_no_event(self, kind=None, seconds=0.5):
-        """Fails if a frame (of type `kind`) arrives within `seconds`; others are dropped."""
+    async def expect_no_event(self, kind=None, seconds=0.5, call_id=None):
+        """Fails if a frame (of type `kind`, for `call_id`) arrives within `seconds`; others are dropped."""
         deadline = time.monotonic() + seconds
         while True:
             remaining = deadline - time.monotonic()
@@ -99,7 +99,7 @@ class CallClient:
                 event = await asyncio.wait_for(self.events.get(), remaining)
             except asyncio.TimeoutError:
                 return
-            if kind is None or event.get("type") == kind:
+            if (kind is None or event.get("type") == kind) and (call_id is None or event.get("callId") == call_id):
                 raise AssertionError(f"{self.name}: unexpected {event}")
 
     async def ack(self):
