@@ -1,16 +1,22 @@
 -- Realtime messaging: messages, devices, per-device delivery queues (docs/realtime-protocol.md).
 --
--- Locking rule (no deadlocks between the functions below): a transaction that adds events to
--- queues or creates or forgets devices first locks the `rt_inboxes` rows of every user whose
--- devices it touches, in one statement, in user_id order. Device rows are then only changed under
--- their user's inbox lock, so their order does not matter. Deleting acknowledged events takes no
--- inbox lock (it touches only queue rows nobody else changes).
+-- Locking (no deadlocks between the functions below in normal operation; the server retries the
+-- rare one): adding events locks the target device rows (their seq counters) in key order in one
+-- statement, so seq order is commit order per device. The inbox row of a user (`rt_inboxes`) is
+-- locked by whatever creates the user's first device, forgets devices, or queues events for a user
+-- with no device, so an event is never queued to an inbox that a new device has just taken over.
+-- Removing acknowledged events locks nothing but the removed rows.
+
+-- Ids are compared bytewise (COLLATE "C"): faster than a linguistic collation, and the same
+-- order on every cluster. The functions called per batch use generic plans
+-- (plan_cache_mode = force_generic_plan): their statements are planned once per connection
+-- instead of at every call, which at small batch sizes cost more than running them.
 
 -- Messages as sent. `id` is a time-ordered UUID (version 7), so `ORDER BY id` is send order.
 CREATE TABLE rt_messages (
     id                uuid PRIMARY KEY,
-    sender            text NOT NULL,
-    client_message_id text NOT NULL,
+    sender            text COLLATE "C" NOT NULL,
+    client_message_id text COLLATE "C" NOT NULL,
     recipients        text[] NOT NULL,
     body              text NOT NULL,
     headers           jsonb NOT NULL DEFAULT '{}',
@@ -25,7 +31,7 @@ CREATE INDEX rt_messages_sender_id ON rt_messages (sender, id);
 -- the user's queues, and the sequence of the user's device-less inbox (queue rows with
 -- device_id = ''), which holds events for a user who has no device yet.
 CREATE TABLE rt_inboxes (
-    user_id     text PRIMARY KEY,
+    user_id     text COLLATE "C" PRIMARY KEY,
     next_seq    bigint NOT NULL DEFAULT 1,
     trimmed_seq bigint NOT NULL DEFAULT 0
 );
@@ -34,28 +40,28 @@ CREATE TABLE rt_inboxes (
 -- events up to `trimmed_seq` were removed by retention unacknowledged (a gap). `node_id` and
 -- `connection_id` say where the device is connected (NULL: offline).
 CREATE TABLE rt_devices (
-    user_id       text NOT NULL,
-    device_id     text NOT NULL CHECK (device_id <> ''),
+    user_id       text COLLATE "C" NOT NULL,
+    device_id     text COLLATE "C" NOT NULL CHECK (device_id <> ''),
     next_seq      bigint NOT NULL DEFAULT 1,
     trimmed_seq   bigint NOT NULL DEFAULT 0,
-    node_id       text,
+    node_id       text COLLATE "C",
     connection_id bigint,
     last_seen_at  timestamptz NOT NULL DEFAULT now(),
     created_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (user_id, device_id)
 );
 
--- Queued events. kind 'message' refers to rt_messages; 'delivered' and 'read' are receipts
+-- Queued events. kind 'message' refers to rt_messages (actor = its sender); 'delivered' and 'read' are receipts
 -- (message_id, actor = the user who received or read it, created_at = when); any other kind
 -- (calls) carries its whole event, without seq, in `payload`. Events past `expires_at` are
 -- never delivered.
 CREATE TABLE rt_queue (
-    user_id    text NOT NULL,
-    device_id  text NOT NULL,
+    user_id    text COLLATE "C" NOT NULL,
+    device_id  text COLLATE "C" NOT NULL,
     seq        bigint NOT NULL,
-    kind       text NOT NULL,
+    kind       text COLLATE "C" NOT NULL,
     message_id uuid,
-    actor      text,
+    actor      text COLLATE "C",
     payload    jsonb,
     expires_at timestamptz,
     created_at timestamptz NOT NULL DEFAULT now(),
@@ -64,7 +70,7 @@ CREATE TABLE rt_queue (
 
 -- Running nodes (several `parley serve` on one database), for routing and stale-connection cleanup.
 CREATE TABLE rt_nodes (
-    node_id      text PRIMARY KEY,
+    node_id      text COLLATE "C" PRIMARY KEY,
     started_at   timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 );
@@ -93,7 +99,7 @@ LANGUAGE sql AS $$ SELECT $$;
 -- Tells other nodes about events for devices connected to them: one NOTIFY per node on channel
 -- 'parley_rt_<node>', lines 'e <user> <device> <seq>' (highest seq per device), at most 40 lines each.
 CREATE FUNCTION rt_notify_nodes(p_events rt_delivery[], p_node text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     r record;
 BEGIN
@@ -117,24 +123,41 @@ $$;
 --   p_only       '' = every device of the user, else only this device
 --   p_skip       '' = none, else this device is left out (the sender's own)
 --   p_inbox      if the user has no device at all, queue it in the user's inbox
--- Returns one row per queued (event, device). Locks the users' inboxes (see the locking rule).
+-- Returns one row per queued (event, device).
 CREATE FUNCTION rt_enqueue(
     p_ord integer[], p_user text[], p_only text[], p_skip text[], p_inbox boolean[], p_kind text[],
     p_message uuid[], p_actor text[], p_payload jsonb[], p_expires timestamptz[], p_node text
 ) RETURNS SETOF rt_delivery
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_users text[];
+    v_empty text[];
     v_rows rt_delivery[];
 BEGIN
     SELECT array_agg(DISTINCT u ORDER BY u) INTO v_users FROM unnest(p_user) u;
     IF v_users IS NULL THEN
         RETURN;
     END IF;
-    INSERT INTO rt_inboxes (user_id)
-    SELECT u FROM unnest(v_users) u WHERE NOT EXISTS (SELECT 1 FROM rt_inboxes i WHERE i.user_id = u) ORDER BY u
-    ON CONFLICT DO NOTHING;
-    PERFORM 1 FROM rt_inboxes i WHERE i.user_id = ANY (v_users) ORDER BY i.user_id FOR UPDATE;
+    -- Lock the target devices in key order (their seq counters; concurrent enqueues to the same
+    -- device wait here, so seq order is commit order).
+    PERFORM 1
+       FROM rt_devices d
+       JOIN (SELECT DISTINCT x.u, x.only_device, x.skip_device
+               FROM unnest(p_user, p_only, p_skip) AS x(u, only_device, skip_device)) e
+         ON d.user_id = e.u AND (e.only_device = '' OR d.device_id = e.only_device) AND d.device_id <> e.skip_device
+      ORDER BY d.user_id, d.device_id
+        FOR NO KEY UPDATE OF d;
+    -- Users without any device: take their inbox lock (a first device being created concurrently
+    -- holds it), then lock whatever devices they have now.
+    SELECT array_agg(u ORDER BY u) INTO v_empty
+      FROM unnest(v_users) u WHERE NOT EXISTS (SELECT 1 FROM rt_devices d WHERE d.user_id = u);
+    IF v_empty IS NOT NULL THEN
+        INSERT INTO rt_inboxes (user_id)
+        SELECT u FROM unnest(v_empty) u WHERE NOT EXISTS (SELECT 1 FROM rt_inboxes i WHERE i.user_id = u) ORDER BY u
+        ON CONFLICT DO NOTHING;
+        PERFORM 1 FROM rt_inboxes i WHERE i.user_id = ANY (v_empty) ORDER BY i.user_id FOR UPDATE;
+        PERFORM 1 FROM rt_devices d WHERE d.user_id = ANY (v_empty) ORDER BY d.user_id, d.device_id FOR NO KEY UPDATE;
+    END IF;
 
     WITH e AS (
         SELECT * FROM unnest(p_ord, p_user, p_only, p_skip, p_inbox, p_kind, p_message, p_actor, p_payload, p_expires)
@@ -190,7 +213,7 @@ END;
 $$;
 
 -- Stores a batch of messages (group commit) and queues them for every device of every known
--- recipient and the sender's other devices. Arrays are parallel per message (p_idx numbers them);
+-- recipient and the sender's other devices, in one statement. Arrays are parallel per message (p_idx numbers them);
 -- recipients are flattened into (p_rcpt_idx, p_rcpt_user) pairs; p_sender_device '' = none (REST).
 -- Returns per message one row with status 'sent', 'duplicate' (an earlier message with the same
 -- sender and clientMessageId) or 'no_recipients' (no recipient exists), with the stored message's
@@ -202,13 +225,13 @@ CREATE FUNCTION rt_send_batch(
     status text, idx integer, message_id uuid, sent_at timestamptz, recipients text[],
     user_id text, device_id text, seq bigint, node_id text
 )
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_new uuid[];
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
+    -- One statement: store, queue (rt_enqueue, which does not need to see the new rows), answer.
+    RETURN QUERY
     WITH m AS (
-        SELECT * FROM unnest(p_idx, p_id, p_sender, p_client_id, p_body, p_headers, p_sent_at_ms)
-            AS m(i, id, sender, client_id, body, headers, at_ms)
+        SELECT * FROM unnest(p_idx, p_id, p_sender, p_sender_device, p_client_id, p_body, p_headers, p_sent_at_ms)
+            AS m(i, id, sender, sender_device, client_id, body, headers, at_ms)
     ), r AS (
         SELECT x.i, x.u, min(x.o) AS o
           FROM unnest(p_rcpt_idx, p_rcpt_user) WITH ORDINALITY AS x(i, u, o)
@@ -223,50 +246,45 @@ BEGIN
           FROM m JOIN rc ON rc.i = m.i
          ORDER BY m.i
         ON CONFLICT (sender, client_message_id) DO NOTHING
-        RETURNING id
-    )
-    SELECT coalesce(array_agg(ins.id), '{}') INTO v_new FROM ins;
-
-    -- One status row per message, with the stored message's id, time and known recipients.
-    RETURN QUERY
-    SELECT CASE WHEN n.id IS NOT NULL THEN 'sent' WHEN cur.id IS NOT NULL THEN 'duplicate' ELSE 'no_recipients' END,
-           m.i, cur.id, cur.sent_at, cur.recipients,
-           NULL::text, NULL::text, NULL::bigint, NULL::text
-      FROM unnest(p_idx, p_id, p_sender, p_client_id) AS m(i, id, sender, client_id)
-      LEFT JOIN unnest(v_new) AS n(id) ON n.id = m.id
-      LEFT JOIN rt_messages cur ON cur.sender = m.sender AND cur.client_message_id = m.client_id;
-
-    IF cardinality(v_new) = 0 THEN
-        RETURN;
-    END IF;
-
-    -- Queue the new messages: recipients (inbox when they have no device) and the sender's other devices.
-    RETURN QUERY
-    WITH m AS (
-        SELECT m.i, msg.id, msg.sender, m.sender_device, msg.recipients
-          FROM unnest(p_idx, p_id, p_sender_device) AS m(i, id, sender_device)
-          JOIN unnest(v_new) AS n(id) ON n.id = m.id
-          JOIN rt_messages msg ON msg.id = m.id
+        RETURNING rt_messages.id, rt_messages.sender, rt_messages.client_message_id, rt_messages.recipients, rt_messages.sent_at
     ), x AS (
-        SELECT m.i, m.id, m.sender, m.sender_device, u.u FROM m, unnest(m.recipients) AS u(u)
+        -- Recipients (inbox when they have no device) and the sender's other devices.
+        SELECT m.i, ins.id, u.u AS user_id, '' AS skip, u.u <> ins.sender AS inbox
+          FROM ins JOIN m ON m.id = ins.id, unnest(ins.recipients) AS u(u)
         UNION ALL
-        SELECT m.i, m.id, m.sender, m.sender_device, m.sender FROM m
+        SELECT m.i, ins.id, ins.sender, m.sender_device, false
+          FROM ins JOIN m ON m.id = ins.id
     ), targets AS (
-        SELECT DISTINCT ON (x.i, x.u) x.i, x.id, x.u,
-               CASE WHEN x.u = x.sender THEN x.sender_device ELSE '' END AS skip, x.u <> x.sender AS inbox
-          FROM x
-         ORDER BY x.i, x.u
+        SELECT DISTINCT ON (x.i, x.user_id) x.i, x.id, x.user_id, m.sender,
+               CASE WHEN x.user_id = m.sender THEN m.sender_device ELSE '' END AS skip, x.user_id <> m.sender AS inbox
+          FROM x JOIN m ON m.i = x.i
+         ORDER BY x.i, x.user_id
     ), arrays AS (
-        SELECT array_agg(t.i ORDER BY t.i, t.u) AS ord, array_agg(t.u ORDER BY t.i, t.u) AS users,
-               array_agg(t.skip ORDER BY t.i, t.u) AS skip, array_agg(t.inbox ORDER BY t.i, t.u) AS inbox,
-               array_agg(t.id ORDER BY t.i, t.u) AS ids, count(*)::integer AS n
+        SELECT array_agg(t.i ORDER BY t.i, t.user_id) AS ord, array_agg(t.user_id ORDER BY t.i, t.user_id) AS users,
+               array_agg(t.skip ORDER BY t.i, t.user_id) AS skip, array_agg(t.inbox ORDER BY t.i, t.user_id) AS inbox,
+               array_agg(t.id ORDER BY t.i, t.user_id) AS ids, array_agg(t.sender ORDER BY t.i, t.user_id) AS senders,
+               count(*)::integer AS n
           FROM targets t
+    ), queued AS (
+        SELECT q.* FROM arrays a,
+               rt_enqueue(a.ord, a.users, array_fill(''::text, ARRAY[a.n]), a.skip, a.inbox,
+                          array_fill('message'::text, ARRAY[a.n]), a.ids, a.senders,
+                          array_fill(NULL::jsonb, ARRAY[a.n]), array_fill(NULL::timestamptz, ARRAY[a.n]), p_node) q
     )
+    -- One status row per message (with the stored message's id, time and known recipients), then the events.
+    SELECT CASE WHEN new.id IS NOT NULL THEN 'sent' WHEN coalesce(same.id, old.id) IS NOT NULL THEN 'duplicate'
+                ELSE 'no_recipients' END,
+           m.i, coalesce(new.id, same.id, old.id), coalesce(new.sent_at, same.sent_at, old.sent_at),
+           coalesce(new.recipients, same.recipients, old.recipients),
+           NULL::text, NULL::text, NULL::bigint, NULL::text
+      FROM m
+      LEFT JOIN ins new ON new.id = m.id
+      LEFT JOIN ins same ON new.id IS NULL AND same.sender = m.sender AND same.client_message_id = m.client_id
+      LEFT JOIN rt_messages old ON new.id IS NULL AND same.id IS NULL
+                               AND old.sender = m.sender AND old.client_message_id = m.client_id
+    UNION ALL
     SELECT 'event', q.ord, q.message_id, NULL::timestamptz, NULL::text[], q.user_id, q.device_id, q.seq, q.node_id
-      FROM arrays a,
-           rt_enqueue(a.ord, a.users, array_fill(''::text, ARRAY[a.n]), a.skip, a.inbox,
-                      array_fill('message'::text, ARRAY[a.n]), a.ids, array_fill(NULL::text, ARRAY[a.n]),
-                      array_fill(NULL::jsonb, ARRAY[a.n]), array_fill(NULL::timestamptz, ARRAY[a.n]), p_node) q;
+      FROM queued q;
 END;
 $$;
 
@@ -275,7 +293,7 @@ $$;
 -- message that was addressed to the acknowledging user. Returns the queued receipts.
 CREATE FUNCTION rt_ack_batch(p_user text[], p_device text[], p_up_to bigint[], p_node text)
 RETURNS SETOF rt_delivery
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_receipts record;
 BEGIN
@@ -284,12 +302,12 @@ BEGIN
     ), del AS (
         DELETE FROM rt_queue q USING a
          WHERE q.user_id = a.u AND q.device_id = a.d AND q.seq <= a.up
-        RETURNING q.user_id, q.seq, q.kind, q.message_id
+        RETURNING q.user_id, q.seq, q.kind, q.message_id, q.actor
     ), r AS (
-        SELECT DISTINCT ON (m.id, del.user_id) m.sender, m.id, del.user_id AS actor, del.seq
-          FROM del JOIN rt_messages m ON m.id = del.message_id
-         WHERE del.kind = 'message' AND m.sender <> del.user_id
-         ORDER BY m.id, del.user_id
+        SELECT DISTINCT ON (del.message_id, del.user_id) del.actor AS sender, del.message_id AS id, del.user_id AS actor, del.seq
+          FROM del
+         WHERE del.kind = 'message' AND del.actor <> del.user_id
+         ORDER BY del.message_id, del.user_id
     )
     SELECT array_agg(r.sender ORDER BY r.actor, r.seq) AS senders, array_agg(r.id ORDER BY r.actor, r.seq) AS ids,
            array_agg(r.actor ORDER BY r.actor, r.seq) AS actors, count(*)::integer AS n
@@ -313,7 +331,7 @@ $$;
 -- someone else; other ids are ignored. Returns the queued receipts.
 CREATE FUNCTION rt_mark_read(p_user text, p_ids uuid[], p_node text)
 RETURNS SETOF rt_delivery
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v record;
 BEGIN
@@ -468,8 +486,8 @@ END;
 $$;
 
 -- Node liveness: a node heartbeats; devices recorded on a node that stopped heartbeating for
--- p_stale are marked offline and the node is forgotten.
-CREATE FUNCTION rt_node_heartbeat(p_node text, p_stale interval) RETURNS void
+-- p_stale are marked offline and the node is forgotten. Returns the number of live nodes.
+CREATE FUNCTION rt_node_heartbeat(p_node text, p_stale interval) RETURNS integer
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO rt_nodes (node_id) VALUES (p_node)
@@ -477,6 +495,7 @@ BEGIN
     UPDATE rt_devices d SET node_id = NULL, connection_id = NULL
      WHERE d.node_id IN (SELECT n.node_id FROM rt_nodes n WHERE n.heartbeat_at < now() - p_stale);
     DELETE FROM rt_nodes n WHERE n.heartbeat_at < now() - p_stale;
+    RETURN (SELECT count(*) FROM rt_nodes);
 END;
 $$;
 

@@ -185,7 +185,7 @@ extension SendMessageRequest {
         var to: [String] = []
         var seen = Set<String>()
         for item in list {
-            guard case .string(let user) = item, !user.isEmpty, user.utf8.count <= ClientFrame.maxUserIDBytes, !user.utf8.contains(0) else {
+            guard case .string(let user) = item, !user.isEmpty, user.utf8.count <= ClientFrame.maxUserIDBytes, !user.containsNUL else {
                 throw ClientFrameError(.badRequest, "\"to\" must hold user ids (strings of 1-\(ClientFrame.maxUserIDBytes) bytes)", id: id)
             }
             if seen.insert(user).inserted { to.append(user) }
@@ -196,7 +196,7 @@ extension SendMessageRequest {
         guard text.utf8.count <= limits.maxTextBytes else {
             throw ClientFrameError(.textTooLong, "\"text\" is longer than \(limits.maxTextBytes) bytes", id: id)
         }
-        guard !text.utf8.contains(0) else { throw ClientFrameError(.badRequest, "\"text\" must not contain NUL", id: id) }
+        guard !text.containsNUL else { throw ClientFrameError(.badRequest, "\"text\" must not contain NUL", id: id) }
         var headersJSON = "{}"
         switch object["headers"] {
         case nil, .null?:
@@ -229,7 +229,7 @@ struct FieldReader {
     func string(_ name: String, maxBytes: Int) throws(ClientFrameError) -> String {
         guard case .string(let text)? = object[name], !text.isEmpty else { throw fail("\"\(name)\" must be a non-empty string") }
         guard text.utf8.count <= maxBytes else { throw fail("\"\(name)\" is longer than \(maxBytes) bytes") }
-        guard !text.utf8.contains(0) else { throw fail("\"\(name)\" must not contain NUL") }
+        guard !text.containsNUL else { throw fail("\"\(name)\" must not contain NUL") }
         return text
     }
 
@@ -261,11 +261,19 @@ struct FieldReader {
         var result: [String] = []
         result.reserveCapacity(list.count)
         for item in list {
-            guard case .string(let text) = item, !text.isEmpty, text.utf8.count <= maxBytes, !text.utf8.contains(0) else {
+            guard case .string(let text) = item, !text.isEmpty, text.utf8.count <= maxBytes, !text.containsNUL else {
                 throw fail("\"\(name)\" must hold strings of 1-\(maxBytes) bytes")
             }
             result.append(text)
         }
         return result
+    }
+}
+
+extension String {
+    /// Whether the string has a NUL character (PostgreSQL text cannot hold one).
+    var containsNUL: Bool {
+        if let found = utf8.withContiguousStorageIfAvailable({ buffer in buffer.contains(0) }) { return found }
+        return utf8.contains(0)
     }
 }

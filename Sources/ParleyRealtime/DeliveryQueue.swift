@@ -221,9 +221,8 @@ public final class DeliveryQueue: Sendable {
     /// Records this node's heartbeat and marks devices of dead nodes offline; returns the number
     /// of live nodes.
     func heartbeat(staleAfter: Duration) async throws(RealtimeFailure) -> Int {
-        let rows = try await run("""
-            SELECT rt_node_heartbeat($1, make_interval(secs => $2)), (SELECT count(*) FROM rt_nodes) AS nodes
-            """, [.text(nodeID), .int(Int(staleAfter.components.seconds))])
+        let rows = try await run("SELECT rt_node_heartbeat($1, make_interval(secs => $2)) AS nodes",
+                                 [.text(nodeID), .int(Int(staleAfter.components.seconds))])
         return rows.first?["nodes"].int ?? 1
     }
 

@@ -1,13 +1,28 @@
-/// Server-generated message ids: UUID version 7 (48-bit Unix milliseconds, then random bits), so
-/// ids sort by send time, which history paging and the database index rely on.
+import Synchronization
+
+/// Server-generated message ids: UUID version 7 (48-bit Unix milliseconds, then 74 bits that are
+/// unique within the process and unpredictable across processes), so ids sort by send time,
+/// which history paging and the database index rely on.
 public enum MessageID {
     private static let hex = Array("0123456789abcdef".utf8)
+    /// SplitMix64 over an atomic counter seeded from the system generator once: distinct values
+    /// for every call of the process without a system call per id.
+    private static let state: Atomic<UInt64> = {
+        var generator = SystemRandomNumberGenerator()
+        return Atomic(generator.next())
+    }()
+
+    private static func mixed() -> UInt64 {
+        var z = state.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 
     /// A new id for a message sent at `milliseconds` (Unix time), in lower-case 8-4-4-4-12 form.
     public static func make(milliseconds: Int64) -> String {
-        var generator = SystemRandomNumberGenerator()
-        let random = generator.next() as UInt64
-        let more = generator.next() as UInt64
+        let random = mixed()
+        let more = mixed()
         var bytes = [UInt8](repeating: 0, count: 16)
         let ms = UInt64(max(0, milliseconds))
         for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: ms >> (40 - 8 * UInt64(i))) }

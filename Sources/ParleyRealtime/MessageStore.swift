@@ -23,7 +23,12 @@ public final class MessageStore: Sendable {
 
     /// Stores `batch` in one statement (one commit), hands the events to this node's connections,
     /// then completes every send (after the commit).
-    func commit(_ batch: [Send]) async {
+    ///
+    /// A send whose clientMessageId another transaction stored concurrently (a re-send racing the
+    /// original) is reported by the statement as having no recipients, because the statement's
+    /// snapshot predates the other commit; such sends are run once more, alone, to get the stored
+    /// message.
+    func commit(_ batch: [Send], isRetry: Bool = false) async {
         var recipientIndex: [Int] = []
         var recipientUser: [String] = []
         for (index, send) in batch.enumerated() {
@@ -57,6 +62,7 @@ public final class MessageStore: Sendable {
         var events: [(device: DeviceKey, seq: Int64)] = []
         var eventMessage: [Int] = []
         var enqueued: [EnqueuedEvent] = []
+        var retry: [Int] = []
         for row in rows {
             guard let index = row["idx"].int.map({ $0 - 1 }), batch.indices.contains(index) else { continue }
             let send = batch[index]
@@ -83,6 +89,7 @@ public final class MessageStore: Sendable {
                         headersJSON: send.request.headersJSON, sentAt: result.sentAt))
                 }
             default:
+                if !isRetry { retry.append(index) }
                 results[index] = .failure(RealtimeFailure(.userNotFound, "no recipient exists", failedRecipients: send.request.to))
             }
         }
@@ -90,9 +97,10 @@ public final class MessageStore: Sendable {
             templates[eventMessage[position]]?.frame(seq: events[position].seq) ?? []
         }
         queue.report(enqueued)
-        for (index, send) in batch.enumerated() {
+        for (index, send) in batch.enumerated() where !retry.contains(index) {
             send.completion(results[index] ?? .failure(RealtimeFailure(.internal, "the message was not stored")))
         }
+        if !retry.isEmpty { await commit(retry.map { batch[$0] }, isRetry: true) }
     }
 
     /// Messages between `userId` and `peer` (sent by either to the other), newest first, older

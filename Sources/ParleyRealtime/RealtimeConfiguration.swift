@@ -34,8 +34,13 @@ public struct RealtimeConfiguration: Sendable {
     public var replayPageSize = 500
     /// Messages committed in one group commit at most.
     public var maxBatchSize = 512
-    /// Group commits in flight per event loop (more requests wait for the next batch).
-    public var maxBatchesInFlightPerLoop = 2
+    /// Group commits of sends in flight per event loop (more sends wait for the next batch). With
+    /// 1, the messages a connection sends are committed, and so numbered at every device, in the
+    /// order it sent them; batches of one loop would mostly wait for each other's device locks anyway.
+    public var maxBatchesInFlightPerLoop = 1
+    /// Acknowledgements are collected this long before they are committed together (they only
+    /// delay `delivered` receipts).
+    public var ackDelay: Duration = .milliseconds(10)
     /// Queued events older than this are removed (the device's `welcome` then says `gap`), and
     /// devices unused for this long are forgotten.
     public var retention: Duration = .seconds(30 * 86_400)

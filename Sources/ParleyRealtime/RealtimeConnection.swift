@@ -18,6 +18,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     private var machine: RealtimeSessionStateMachine
     private var helloTimer: TimerID?
     private var key: DeviceKey?
+    private var sessionToken: String?
     private var registered = false
     private var deviceRecorded = false
     private var pendingRequests = 0
@@ -154,6 +155,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             }
             let key = DeviceKey(userId: userId, deviceId: hello.deviceId)
             self.key = key
+            sessionToken = hello.sessionToken
             let registration = service.registry.register(self, as: key)
             registered = true
             if let replaced = registration.replaced, replaced !== self {
@@ -192,6 +194,14 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             perform(machine.authenticated(userId: userId, deviceId: hello.deviceId, resumeAfter: hello.resumeAfter,
                                           lastSeq: state.lastSeq, trimmedSeq: state.trimmedSeq))
         }
+    }
+
+    /// The session ended (revoked, user banned or deleted): close with 4006 if this connection
+    /// was opened with `token` (any session when nil). Loop thread.
+    func sessionEnded(token: String?) {
+        loop.preconditionInEventLoop()
+        guard token == nil || token == sessionToken else { return }
+        closeSession(code: RealtimeCloseCode.sessionRevoked, reason: "session ended")
     }
 
     /// A newer connection of the same device registered (on this node or another).

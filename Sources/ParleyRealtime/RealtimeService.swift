@@ -77,7 +77,7 @@ public final class RealtimeService: Sendable {
                     metrics.recordBatch(size: batch.count)
                     await messages.commit(batch)
                 },
-                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: configuration.maxBatchesInFlightPerLoop) { batch in
+                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: 2, delay: configuration.ackDelay) { batch in
                     await Self.commitAcknowledgements(batch, queue: queue)
                 })
         }
@@ -228,13 +228,17 @@ public final class RealtimeService: Sendable {
         var states = zip(users, onlineHere).map { PresenceState(userId: $0, online: $1, lastSeenAt: $1 ? now : nil) }
         let others = states.filter { !$0.online }.map(\.userId)
         guard !others.isEmpty else { return states }
-        let remote = remoteOnline.withLock { map in Set(others.filter { !(map[$0]?.isEmpty ?? true) }) }
+        var remote = remoteOnline.withLock { map in Set(others.filter { !(map[$0]?.isEmpty ?? true) }) }
         var seen: [String: Int64] = [:]
-        if let rows = try? await database.query(
-            "SELECT user_id, max(last_seen_at) AS seen FROM rt_devices WHERE user_id = ANY ($1) GROUP BY user_id",
-            [.text(SQLArray.literal(others))]) {
+        // Devices connected to another node count as online (the row records where each device is).
+        if let rows = try? await database.query("""
+            SELECT user_id, max(last_seen_at) AS seen, bool_or(node_id IS NOT NULL AND node_id <> $2) AS elsewhere
+              FROM rt_devices WHERE user_id = ANY ($1) GROUP BY user_id
+            """, [.text(SQLArray.literal(others)), .text(nodeID)]) {
             for row in rows {
-                if let user = row["user_id"].string, let at = row["seen"].timestampMilliseconds { seen[user] = at }
+                guard let user = row["user_id"].string else { continue }
+                if let at = row["seen"].timestampMilliseconds { seen[user] = at }
+                if row["elsewhere"].bool == true { remote.insert(user) }
             }
         }
         for index in states.indices where !states[index].online {
@@ -271,7 +275,9 @@ public final class RealtimeService: Sendable {
             }
             return (before, !(map[userId]?.isEmpty ?? true))
         }
-        guard before != after, !registry.isOnline(userId) else { return }
+        // An "offline" from the only node we knew of, or one we never heard come online (it connected
+        // before this node joined), is a change too.
+        guard before != after || (!online && !after), !registry.isOnline(userId) else { return }
         let frame = ServerFrame.presence(userId: userId, online: after, lastSeenAt: at)
         for subscriber in registry.subscribers(of: userId) { subscriber.send(frame: frame) }
     }
@@ -279,8 +285,11 @@ public final class RealtimeService: Sendable {
     /// Relays a typing indicator to the user's connected devices, on every node.
     func relayTyping(to userId: String, from sender: String, active: Bool) {
         let frame = ServerFrame.typing(from: sender, active: active)
-        for connection in registry.connections(ofUser: userId) { connection.send(frame: frame) }
-        guard liveNodes.load(ordering: .relaxed) > 1 else { return }
+        let local = registry.connections(ofUser: userId)
+        for connection in local { connection.send(frame: frame) }
+        // Other nodes, found from where the user's devices are recorded: always when the user has no
+        // connection here, else only when other nodes are known to be alive.
+        guard local.isEmpty || liveNodes.load(ordering: .relaxed) > 1 else { return }
         let payload = ClusterMessage.typing(to: userId, from: sender, active: active).line
         let database = database
         let nodeID = nodeID
@@ -306,6 +315,15 @@ public final class RealtimeService: Sendable {
             for connection in registry.connections(ofUser: to) { connection.send(frame: frame) }
         case .presence(let user, let online, let at, let node):
             remotePresenceChanged(userId: user, online: online, at: at, node: node)
+        }
+    }
+
+    /// Closes the user's connections on this node with 4006: every one, or only those opened with
+    /// `sessionToken`. Call it when sessions are revoked or a user is banned (each node gets the
+    /// accounts event and closes its own).
+    public func closeConnections(ofUser userId: String, sessionToken: String? = nil) {
+        for connection in registry.connections(ofUser: userId) {
+            connection.loop.execute { connection.sessionEnded(token: sessionToken) }
         }
     }
 

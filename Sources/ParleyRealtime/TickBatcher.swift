@@ -1,8 +1,9 @@
 import ParleyNet
 
-/// Collects the items submitted during one event-loop tick and hands them to `commit` as one
-/// batch (group commit). At most `maxInFlight` batches run at once; items that arrive meanwhile
-/// wait and form the next batch, so batches grow with load.
+/// Collects the items submitted during one event-loop tick (or, with `delay`, during that long
+/// after the first one) and hands them to `commit` as one batch (group commit). At most
+/// `maxInFlight` batches run at once; items that arrive meanwhile wait and form the next batch,
+/// so batches grow with load.
 ///
 /// Thread confinement: owned by `loop`; `submit` must be called on it (checked). `@unchecked
 /// Sendable` so the commit task, which runs on the same loop, can hold it.
@@ -10,15 +11,17 @@ final class TickBatcher<Item>: @unchecked Sendable {
     let loop: EventLoop
     private let maxBatch: Int
     private let maxInFlight: Int
+    private let delay: Duration?
     private let commit: ([Item]) async -> Void
     private var pending: [Item] = []
     private var inFlight = 0
     private var scheduled = false
 
-    init(loop: EventLoop, maxBatch: Int, maxInFlight: Int, commit: @escaping ([Item]) async -> Void) {
+    init(loop: EventLoop, maxBatch: Int, maxInFlight: Int, delay: Duration? = nil, commit: @escaping ([Item]) async -> Void) {
         self.loop = loop
         self.maxBatch = max(1, maxBatch)
         self.maxInFlight = max(1, maxInFlight)
+        self.delay = delay
         self.commit = commit
     }
 
@@ -34,6 +37,13 @@ final class TickBatcher<Item>: @unchecked Sendable {
     private func scheduleFlush() {
         guard !scheduled, inFlight < maxInFlight, !pending.isEmpty else { return }
         scheduled = true
+        if let delay, pending.count < maxBatch {
+            loop.schedule(after: delay) { [self] in
+                scheduled = false
+                flush()
+            }
+            return
+        }
         // Runs after every event of this tick was handled: the batch holds all of them.
         loop.executeLocal { [self] in
             scheduled = false

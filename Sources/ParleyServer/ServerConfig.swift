@@ -1,3 +1,4 @@
+import ParleyAccounts
 import ParleyCalls
 import ParleyLog
 import ParleyNet
@@ -29,6 +30,8 @@ public struct ServerConfig: Sendable {
     public var restAPIKey: String?
     public var mountPath: String
     public var enableTestEndpoints: Bool
+    /// Users, sessions and password hashing (the `session-*`, `lockout-*`, `password-*` options).
+    public var accounts: AccountsConfiguration
     /// The realtime service's limits (`--realtime-*` options).
     public var realtime: RealtimeConfiguration
     /// Call signalling and TURN (`--call-*`, `--turn-*` options).
@@ -59,6 +62,12 @@ public struct ServerConfig: Sendable {
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
         ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
+        ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid."),
+        ConfigOption("session-cache-ttl", env: "PARLEY_SESSION_CACHE_TTL", default: "30s", "How long a node trusts a cached session before reading it again (bounds how long a session revoked on another node still works here)."),
+        ConfigOption("lockout-threshold", env: "PARLEY_LOCKOUT_THRESHOLD", default: "0", "Failed logins in a row that lock an account (0 = no lockout)."),
+        ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
+        ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
+        ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ] + realtimeOptions + callOptions
 
@@ -105,6 +114,16 @@ public struct ServerConfig: Sendable {
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        let lifetime = try values.duration("session-lifetime")
+        let cacheTTL = try values.duration("session-cache-ttl")
+        let lockout = try values.duration("lockout-duration")
+        accounts = AccountsConfiguration(
+            sessionLifetimeSeconds: max(60, lifetime.components.seconds),
+            lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
+            lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
+            passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),
+            passwordMemoryLimit: try values.int("password-mem-limit", in: 8192...(4 << 30)),
+            sessionCacheTTLSeconds: cacheTTL.components.seconds)
         realtime = RealtimeConfiguration()
         realtime.retention = try values.duration("realtime-retention")
         realtime.retentionInterval = try values.duration("realtime-retention-interval")

@@ -1,10 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ParleyAccounts
 import ParleyCalls
 import ParleyHTTP
 import ParleyLog
 import ParleyNet
+import ParleyParse
 import ParleyPostgres
 import ParleyRealtime
 
@@ -15,6 +17,9 @@ public final class ServerRuntime: Sendable {
     public let blockingPool: BlockingPool
     public let database: PostgresClient
     public let metrics: ServerMetrics
+    /// Users, sessions, objects and installations (the Parse API's domain); observe
+    /// `accounts.events` to react to bans and revoked sessions.
+    public let accounts: Accounts
     /// The realtime service (/v1/socket, /v1/messages).
     public let realtime: RealtimeService
     /// Call signalling (call.* on /v1/socket, /v1/calls, /v1/turn).
@@ -27,7 +32,7 @@ public final class ServerRuntime: Sendable {
     public init(config: ServerConfig, logger: Logger) throws {
         self.config = config
         self.logger = logger
-        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision()
+        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision(ownAdopted: true)
         embedded = provisioned.embedded
         do {
             let applied = try MigrationRunner.apply(
@@ -49,9 +54,21 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
+        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
+        ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
+                                                   restAPIKey: config.restAPIKey, mountPath: config.mountPath),
+                 accounts: accounts, logger: Logger(label: "parse")).register(on: router)
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
         realtime.register(on: router)
+        // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
+        accounts.events.observe { [realtime] event in
+            switch event {
+            case .sessionRevoked(let token, let userId): realtime.closeConnections(ofUser: userId, sessionToken: token)
+            case .sessionsRevoked(let userId, _, _): realtime.closeConnections(ofUser: userId)
+            case .userChanged: break
+            }
+        }
         calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
                             transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
                             metrics: metrics.registry, logger: Logger(label: "calls"))
@@ -83,6 +100,7 @@ public final class ServerRuntime: Sendable {
     /// Connects the database pools and starts listening.
     public func start() throws {
         database.start()
+        accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         realtime.start()
         calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
         try http.start()
@@ -102,6 +120,7 @@ public final class ServerRuntime: Sendable {
             logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
         }
         http.closeAll()
+        accounts.events.stopListening()
         realtime.shutdown()
         calls.shutdown()
         let closed = Latch()

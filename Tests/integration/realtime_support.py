@@ -66,7 +66,7 @@ class TempPostgres:
         if self.as_postgres:
             shutil.chown(self.directory, "postgres")
         self._run([pg_bin("initdb"), "-D", self.data, "-U", "postgres", "--auth=trust", "--encoding=UTF8",
-                   "--locale=C.UTF-8", "--no-sync"])
+                   "--locale=C.UTF-8", "--lc-collate=C", "--no-sync"])
         options = {"listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": self.directory,
                    "max_connections": "300", "shared_buffers": "256MB"}
         options.update(settings or {})
