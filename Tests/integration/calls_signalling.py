@@ -34,6 +34,8 @@ async def main():
     postgres = TempPostgres()
     url = postgres.create_database("calls")
     turn_port = free_port()
+    # coturn takes its port first, so nothing else does before the TURN check at the end.
+    coturn = Coturn(turn_port) if Coturn.available() else None
     server = ParleyServer(url, extra=[
         "--call-reach-timeout", f"{int(REACH * 1000)}ms", "--call-ring-timeout", f"{int(RING * 1000)}ms",
         "--call-grace-period", f"{int(GRACE * 1000)}ms", "--call-max-per-user", "1",
@@ -46,13 +48,15 @@ async def main():
         await end_causes(server, users)
         await connection_loss(server, users)
         await offline_callee(server, users)
-        await history_and_turn(server, users, turn_port)
+        await history_and_turn(server, users, turn_port, coturn)
     except BaseException:
         log(server.log())
         raise
     finally:
         server.stop()
         postgres.stop()
+        if coturn:
+            coturn.stop()
 
 
 def ok(reply, what):
@@ -322,7 +326,7 @@ def coturn_password(username):
     return base64.b64encode(hmac.new(TURN_SECRET.encode(), username.encode(), hashlib.sha1).digest()).decode()
 
 
-async def history_and_turn(server, users, turn_port):
+async def history_and_turn(server, users, turn_port, coturn):
     (alice, alice_token), (bob, bob_token), (carol, carol_token) = users[0], users[1], users[2]
     status, body = server.request("GET", "/v1/calls", token=alice_token)
     check(status == 200, body)
@@ -365,41 +369,56 @@ async def history_and_turn(server, users, turn_port):
     check(status == 401, body)
     log("GET /v1/turn: coturn shared-secret credentials: ok")
 
-    if shutil.which("turnserver") and shutil.which("turnutils_uclient"):
-        check(allocate_on_coturn(turn_port, turn["username"], turn["password"]), "coturn accepts the credential")
-        check(not allocate_on_coturn(turn_port, turn["username"], coturn_password("0:" + alice)), "coturn refuses a wrong password")
+    if coturn:
+        check(coturn.allocate(turn["username"], turn["password"]), f"coturn accepts the credential; its log:\n{open(coturn.log_path).read()[-3000:]}")
+        check(not coturn.allocate(turn["username"], coturn_password("0:" + alice)), "coturn refuses a wrong password")
         log("a real coturn (use-auth-secret) accepts the /v1/turn credential: ok")
     else:
         log("coturn not installed: real TURN check skipped")
 
 
-_coturn = None
+class Coturn:
+    """coturn with the test secret (`--use-auth-secret`) on loopback, when it is installed."""
 
-
-def allocate_on_coturn(port, username, password):
-    """Starts coturn with the test secret on loopback (once) and allocates a relay with uclient."""
-    global _coturn
-    if _coturn is None:
-        directory = tempfile.mkdtemp(prefix="parley-coturn-")
-        relay = 49152 + (os.getpid() % 100) * 100
-        _coturn = subprocess.Popen([
+    def __init__(self, port):
+        self.port = port
+        self.directory = tempfile.mkdtemp(prefix="parley-coturn-")
+        self.log_path = os.path.join(self.directory, "turn.log")
+        relay = free_port()
+        relay = max(20000, min(relay, 65000 - 200))
+        self.process = subprocess.Popen([
             "turnserver", "--use-auth-secret", f"--static-auth-secret={TURN_SECRET}", "--realm", "parley", "-n",
             "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", str(port),
-            "--min-port", str(relay), "--max-port", str(relay + 99), "--no-tls", "--no-dtls", "--no-cli",
-            "--allow-loopback-peers", "--log-file", os.path.join(directory, "turn.log"), "--pidfile", os.path.join(directory, "turn.pid"),
+            "--min-port", str(relay), "--max-port", str(relay + 199), "--no-tls", "--no-dtls", "--no-cli",
+            "--allow-loopback-peers", "--log-file", self.log_path, "--simple-log", "--pidfile", os.path.join(self.directory, "turn.pid"),
         ], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        import atexit
-        atexit.register(_coturn.terminate)
-        time.sleep(1)
-    for _ in range(10):
-        result = subprocess.run(["turnutils_uclient", "-y", "-n", "2", "-p", str(port), "-u", username, "-w", password, "127.0.0.1"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-        if result.returncode == 0:
-            return True
-        if password != coturn_password(username):
-            return False
-        time.sleep(0.3)
-    return False
+
+    @staticmethod
+    def available():
+        return shutil.which("turnserver") is not None and shutil.which("turnutils_uclient") is not None
+
+    def allocate(self, username, password, attempts=5):
+        """Whether a relay allocation with these credentials succeeds (retried while coturn starts)."""
+        for _ in range(attempts):
+            try:
+                result = subprocess.run(["turnutils_uclient", "-y", "-n", "2", "-p", str(self.port), "-u", username, "-w", password,
+                                         "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+                if result.returncode == 0:
+                    return True
+            except subprocess.TimeoutExpired:
+                pass
+            if password != coturn_password(username):
+                return False
+            time.sleep(0.5)
+        return False
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 if __name__ == "__main__":
