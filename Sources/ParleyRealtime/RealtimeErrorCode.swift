@@ -36,6 +36,28 @@ public enum RealtimeErrorCode: String, Sendable, Equatable, CaseIterable {
     case unavailable = "unavailable"
     /// An unexpected server error.
     case `internal` = "internal"
+
+    // Calls (docs/calls.md; produced by ParleyCalls through `RealtimeFrameHandler`).
+    /// No such call, or not one this user takes part in.
+    case callNotFound = "call_not_found"
+    /// A `call.invite` reused the id of an existing call.
+    case callExists = "call_exists"
+    /// The call is over.
+    case callEnded = "call_ended"
+    /// `call.invite` to the caller's own user id.
+    case cannotCallSelf = "cannot_call_self"
+    /// Only a device of the callee may ring or answer.
+    case notCallee = "not_callee"
+    /// The call was answered and this device is not one of its two parties.
+    case notParty = "not_a_party"
+    /// Another device answered first.
+    case alreadyAnswered = "already_answered"
+    /// Allowed only after the answer.
+    case notAnswered = "not_answered"
+    /// The caller is at the concurrent-call limit.
+    case tooManyCalls = "too_many_calls"
+    /// A per-call bound (such as candidates held before the answer) is reached.
+    case limitExceeded = "limit_exceeded"
 }
 
 /// Close codes the realtime service sends (4000–4999 are application codes in RFC 6455).

@@ -1,4 +1,5 @@
 import ParleyAccounts
+import ParleyCalls
 import ParleyLog
 import ParleyNet
 import ParleyRealtime
@@ -33,6 +34,8 @@ public struct ServerConfig: Sendable {
     public var accounts: AccountsConfiguration
     /// The realtime service's limits (`--realtime-*` options).
     public var realtime: RealtimeConfiguration
+    /// Call signalling and TURN (`--call-*`, `--turn-*` options).
+    public var calls: CallConfiguration
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -66,7 +69,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
         ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
-    ] + realtimeOptions
+    ] + realtimeOptions + callOptions
 
     /// Options of the realtime service (/v1/socket, /v1/messages).
     static let realtimeOptions: [ConfigOption] = [
@@ -129,6 +132,7 @@ public struct ServerConfig: Sendable {
         realtime.sendRatePerSecond = Double(try values.int("realtime-send-rate", in: 1...1_000_000))
         realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
         realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
+        calls = try Self.callConfiguration(values)
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }
@@ -156,5 +160,34 @@ extension ServerConfig {
             text += "| `\(option.flag)` | \(env) | \(def) | \(option.help) |\n"
         }
         return text
+    }
+}
+
+extension ServerConfig {
+    /// Options of call signalling (call.* on /v1/socket, /v1/calls) and TURN (/v1/turn).
+    static let callOptions: [ConfigOption] = [
+        ConfigOption("call-reach-timeout", env: "PARLEY_CALL_REACH_TIMEOUT", default: "10s", "A call no callee device rings for within this ends with timeout."),
+        ConfigOption("call-ring-timeout", env: "PARLEY_CALL_RING_TIMEOUT", default: "45s", "A ringing call not answered within this ends with noAnswer."),
+        ConfigOption("call-grace-period", env: "PARLEY_CALL_GRACE_PERIOD", default: "20s", "A party whose connection is lost during a call and not back within this ends it with inactive."),
+        ConfigOption("call-max-per-user", env: "PARLEY_CALL_MAX_PER_USER", default: "1", "Live calls a user may take part in at once; a call to a user at the limit ends with busy."),
+        ConfigOption("turn-uris", env: "PARLEY_TURN_URIS", default: "", "Comma-separated turn:/turns: URIs handed out by GET /v1/turn (empty = TURN off)."),
+        ConfigOption("turn-secret", env: "PARLEY_TURN_SECRET", default: "", "The TURN server's static-auth-secret (coturn --use-auth-secret); empty = TURN off."),
+        ConfigOption("turn-ttl", env: "PARLEY_TURN_TTL", default: "24h", "How long TURN credentials stay valid."),
+    ]
+
+    static func callConfiguration(_ values: ConfigValues) throws(ConfigError) -> CallConfiguration {
+        let timeouts = CallTimeouts(reach: try values.duration("call-reach-timeout"), ring: try values.duration("call-ring-timeout"),
+                                    grace: try values.duration("call-grace-period"))
+        for (key, value) in [("call-reach-timeout", timeouts.reach), ("call-ring-timeout", timeouts.ring), ("call-grace-period", timeouts.grace)]
+        where value < .milliseconds(10) {
+            throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
+        }
+        let ttl = try values.duration("turn-ttl")
+        guard ttl >= .seconds(1) else {
+            throw .invalidValue(option: values.origin("turn-ttl"), value: values.string("turn-ttl"), expected: "a duration of at least 1s")
+        }
+        return CallConfiguration(
+            timeouts: timeouts, maxCallsPerUser: try values.int("call-max-per-user", in: 1...1000),
+            turn: TURNConfiguration.ifEnabled(uris: values.list("turn-uris"), secret: values.optionalString("turn-secret"), ttl: ttl))
     }
 }

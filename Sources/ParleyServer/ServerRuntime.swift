@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ParleyAccounts
+import ParleyCalls
 import ParleyHTTP
 import ParleyLog
 import ParleyNet
@@ -21,6 +22,8 @@ public final class ServerRuntime: Sendable {
     public let accounts: Accounts
     /// The realtime service (/v1/socket, /v1/messages).
     public let realtime: RealtimeService
+    /// Call signalling (call.* on /v1/socket, /v1/calls, /v1/turn).
+    public let calls: CallService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -66,6 +69,11 @@ public final class ServerRuntime: Sendable {
             case .userChanged: break
             }
         }
+        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
+                            transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
+                            metrics: metrics.registry, logger: Logger(label: "calls"))
+        realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
+        CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
             TestEndpoints(group: group).register(on: router)
@@ -94,6 +102,7 @@ public final class ServerRuntime: Sendable {
         database.start()
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         realtime.start()
+        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
@@ -113,6 +122,7 @@ public final class ServerRuntime: Sendable {
         http.closeAll()
         accounts.events.stopListening()
         realtime.shutdown()
+        calls.shutdown()
         let closed = Latch()
         let database = self.database
         Task {
