@@ -39,7 +39,7 @@ public final class DeliveryQueue: Sendable {
     /// Registers the device (creating it, taking over the user's inbox if it is the first) and
     /// records that it is connected here with `connectionID`.
     public func registerDevice(_ key: DeviceKey, connectionID: UInt64, maxDevices: Int) async throws(RealtimeFailure) -> DeviceState {
-        let rows = try await run("SELECT last_seq, trimmed_seq, created FROM rt_register_device($1, $2, $3, $4, $5)", [
+        let rows = try await run("SELECT last_seq, trimmed_seq, created FROM rt_register_device($1, $2, $3, $4, $5::integer)", [
             .text(key.userId), .text(key.deviceId), .text(nodeID), .int(Int(truncatingIfNeeded: connectionID)), .int(maxDevices),
         ])
         guard let row = rows.first, let last = row["last_seq"].int, let trimmed = row["trimmed_seq"].int else {
@@ -210,7 +210,7 @@ public final class DeliveryQueue: Sendable {
     public func trim(retention: Duration, batch: Int = 10_000) async throws(RealtimeFailure) -> Int {
         var total = 0
         while true {
-            let rows = try await run("SELECT rt_trim(make_interval(secs => $1), $2) AS removed",
+            let rows = try await run("SELECT rt_trim(make_interval(secs => $1), $2::integer) AS removed",
                                      [.int(Int(retention.components.seconds)), .int(batch)])
             let removed = rows.first?["removed"].int ?? 0
             total += removed
