@@ -1,1 +1,1 @@
-// Placeholder so the target builds; replaced by the module's real sources.
+// ParleyPush: push jobs, gateway client, worker.
