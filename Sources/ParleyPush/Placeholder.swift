@@ -1,1 +1,0 @@
-// ParleyPush: push jobs, gateway client, worker.

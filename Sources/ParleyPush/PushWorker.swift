@@ -1,0 +1,295 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ParleyLog
+import ParleyNet
+import ParleyPostgres
+import Synchronization
+
+/// Sends this node's share of the push jobs: `concurrency` lanes spread over the event loops,
+/// each claiming a batch (`FOR UPDATE SKIP LOCKED`, so nodes never claim the same job), sending
+/// it in one gateway request and recording every job's outcome; plus a maintenance task
+/// (expired leases, queue-depth gauges, retention).
+///
+/// A job is marked sent only after the gateway answered, so a node killed between the answer and
+/// that commit leaves the job claimed; when its lease expires another node (or this one after a
+/// restart) sends it again: at least once, at most twice for such a job.
+public final class PushWorker: Sendable {
+    public let configuration: PushConfiguration
+    public let store: PushJobStore
+    public let nodeID: String
+    let gateway: GorushGateway?
+    let metrics: PushMetrics
+    let logger: Logger
+    private let group: EventLoopGroup
+    private let lanes: [Lane]
+    private let maintenanceSleeper: Lane
+    private let backoff: PushBackoff
+    private let running = Atomic<Bool>(false)
+    private let activeTasks = Atomic<Int>(0)
+    private let nextLane = Atomic<Int>(0)
+
+    public init(store: PushJobStore, group: EventLoopGroup, configuration: PushConfiguration, gateway: GorushGateway?,
+                metrics: PushMetrics, nodeID: String, logger: Logger = Logger(label: "push")) {
+        self.store = store
+        self.group = group
+        self.configuration = configuration
+        self.gateway = gateway
+        self.metrics = metrics
+        self.nodeID = nodeID
+        self.logger = logger
+        backoff = PushBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
+        lanes = (0..<configuration.concurrency).map { Lane(loop: group.loops[$0 % group.loops.count]) }
+        maintenanceSleeper = Lane(loop: group.loops[0])
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts the lanes and the maintenance task.
+    public func start() {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for lane in lanes {
+            activeTasks.add(1, ordering: .relaxed)
+            Task(executorPreference: lane.loop) { [self] in
+                await run(lane)
+                activeTasks.subtract(1, ordering: .releasing)
+            }
+        }
+        let loop = group.loops[0]
+        activeTasks.add(1, ordering: .relaxed)
+        Task(executorPreference: loop) { [self] in
+            await maintain(on: loop)
+            activeTasks.subtract(1, ordering: .releasing)
+        }
+    }
+
+    /// Stops claiming; waits (blocking, up to `timeout`) for the batches in flight to be recorded.
+    public func stop(timeout: Duration) {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        for lane in lanes { lane.wake() }
+        maintenanceSleeper.wake()
+        let deadline = EventLoop.monotonicNanoseconds() + UInt64(max(0, PushBackoff.nanoseconds(timeout)))
+        while activeTasks.load(ordering: .acquiring) > 0 && EventLoop.monotonicNanoseconds() < deadline {
+            var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
+            nanosleep(&pause, nil)
+        }
+    }
+
+    /// Makes a lane look for due jobs now, or after `delay` (a message push waits for its
+    /// collapse window). Safe from any thread.
+    public func wake(after delay: Duration = .zero) {
+        let lane = lanes[nextLane.wrappingAdd(1, ordering: .relaxed).oldValue % lanes.count]
+        lane.wake(after: delay)
+    }
+
+    private func wakeAll() {
+        for lane in lanes { lane.wake() }
+    }
+
+    // MARK: Lanes
+
+    private func run(_ lane: Lane) async {
+        while running.load(ordering: .acquiring) {
+            let jobs: [PushJob]
+            do {
+                jobs = try await store.claim(limit: configuration.batchSize, node: nodeID, lease: configuration.lease,
+                                             collapseWindow: configuration.collapseWindow, titleField: configuration.titleField)
+            } catch {
+                logger.warning("claiming push jobs failed", [("error", error.description)])
+                await lane.sleep(upTo: configuration.pollInterval)
+                continue
+            }
+            if jobs.isEmpty {
+                await lane.sleep(upTo: configuration.pollInterval)
+                continue
+            }
+            // A full batch: there is likely more, let the other lanes help.
+            if jobs.count == configuration.batchSize { wakeAll() }
+            let soonestRetry = await process(jobs)
+            if let soonestRetry { lane.wake(after: soonestRetry) }
+        }
+    }
+
+    /// Sends (or skips) a claimed batch and records every outcome. Returns the shortest retry
+    /// delay, if any job is to be retried.
+    func process(_ jobs: [PushJob]) async -> Duration? {
+        var outcomes: [(job: PushJob, outcome: PushOutcome)] = []
+        outcomes.reserveCapacity(jobs.count)
+        var sendable: [PushJob] = []
+        for job in jobs {
+            switch job.moot {
+            case .callEnded: outcomes.append((job, .canceled(reason: "the call ended before the push was sent")))
+            case .expired: outcomes.append((job, .expired))
+            case .delivered: outcomes.append((job, .canceled(reason: "the device received the events first")))
+            case nil: sendable.append(job)
+            }
+        }
+        if let gateway {
+            if !sendable.isEmpty { outcomes += await send(sendable, through: gateway) }
+        } else {
+            for job in sendable {
+                logger.info("push not sent: no gateway configured", [
+                    ("job", "\(job.id)"), ("kind", job.kind.rawValue), ("user", job.userId), ("device", job.deviceId),
+                    ("platform", job.platform == .ios ? "ios" : "android"), ("title", job.senderName ?? job.sender ?? ""),
+                    ("messages", "\(job.messageCount)"), ("callId", job.callId ?? ""),
+                ])
+                outcomes.append((job, .skipped))
+            }
+        }
+        await record(outcomes)
+        var soonest: Duration?
+        for (_, outcome) in outcomes {
+            if case .retry(_, let delay) = outcome, soonest.map({ delay < $0 }) ?? true { soonest = delay }
+        }
+        return soonest
+    }
+
+    private func send(_ jobs: [PushJob], through gateway: GorushGateway) async -> [(job: PushJob, outcome: PushOutcome)] {
+        let notifications = jobs.map { GorushNotification.build($0, configuration: configuration) }
+        let started = EventLoop.monotonicNanoseconds()
+        let result = await gateway.send(notifications)
+        metrics.gatewayLatency.observe(Double(EventLoop.monotonicNanoseconds() - started) / 1e9)
+        switch result {
+        case .success(let response):
+            metrics.gatewayRequestsOK.increment()
+            let failures = response.failuresByJob(jobs)
+            return jobs.map { job in
+                guard let error = failures[job.id] else { return (job, .sent) }
+                if isInvalidToken(error) { return (job, .rejected(error: error)) }
+                return (job, .retry(error: error, delay: backoff.delay(afterAttempt: job.attempt)))
+            }
+        case .failure(let failure):
+            metrics.gatewayRequestsFailed.increment()
+            logger.warning("push gateway request failed", [("jobs", "\(jobs.count)"), ("error", failure.description)])
+            return jobs.map { ($0, .retry(error: failure.description, delay: backoff.delay(afterAttempt: $0.attempt))) }
+        }
+    }
+
+    func isInvalidToken(_ error: String) -> Bool {
+        let lowered = error.lowercased()
+        return configuration.invalidTokenErrors.contains { lowered.contains($0.lowercased()) }
+    }
+
+    /// Removes rejected tokens, then commits the outcomes; retried a few times, since a job whose
+    /// outcome is not recorded is sent again when its lease expires.
+    private func record(_ outcomes: [(job: PushJob, outcome: PushOutcome)]) async {
+        let rejected = outcomes.compactMap { item -> (installationId: String, token: String)? in
+            if case .rejected = item.outcome { return (item.job.deviceId, item.job.token) }
+            return nil
+        }
+        var attempt = 0
+        while true {
+            do {
+                if !rejected.isEmpty {
+                    let removed = try await store.removeTokens(rejected)
+                    logger.notice("removed push tokens the gateway rejected", [("tokens", "\(rejected.count)"), ("installations", "\(removed)")])
+                }
+                let states = try await store.finish(outcomes, maxAttempts: configuration.maxAttempts)
+                for (id, state) in states {
+                    metrics.record(state: state)
+                    if state == "dead" {
+                        let error = outcomes.first { $0.job.id == id }?.outcome.error ?? ""
+                        logger.warning("push job is dead (attempts used up)", [("job", "\(id)"), ("error", error)])
+                    }
+                }
+                return
+            } catch {
+                attempt += 1
+                guard attempt < 5 else {
+                    logger.error("recording push outcomes failed; the jobs are sent again after their lease", [
+                        ("jobs", "\(outcomes.count)"), ("error", error.description)])
+                    return
+                }
+                await (EventLoop.current ?? group.loops[0]).sleep(for: .milliseconds(200 * attempt))
+            }
+        }
+    }
+
+    // MARK: Maintenance
+
+    private func maintain(on loop: EventLoop) async {
+        var lastRetention: UInt64 = 0
+        while running.load(ordering: .acquiring) {
+            do {
+                let recovered = try await store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts)
+                if recovered > 0 {
+                    logger.warning("push jobs recovered from a stopped node", [("jobs", "\(recovered)")])
+                    wakeAll()
+                }
+                metrics.setDepth(try await store.countByState())
+                let now = EventLoop.monotonicNanoseconds()
+                if lastRetention == 0 || now - lastRetention > 3_600_000_000_000 {
+                    lastRetention = now
+                    let deleted = try await store.deleteFinished(olderThan: configuration.retention)
+                    if deleted > 0 { logger.info("push retention deleted finished jobs", [("jobs", "\(deleted)")]) }
+                }
+            } catch {
+                logger.warning("push maintenance failed", [("error", error.description)])
+            }
+            await maintenanceSleeper.sleep(upTo: Self.maintenanceInterval(configuration))
+        }
+    }
+
+    static func maintenanceInterval(_ configuration: PushConfiguration) -> Duration {
+        min(.seconds(5), max(.milliseconds(200), configuration.lease / 4))
+    }
+
+    /// Where a lane's task waits for work: woken by `wake` or after a time limit. Thread
+    /// confinement: `sleep` and the state run on `loop` (checked); `wake` may be called from any
+    /// thread and hops there. Hence `@unchecked Sendable`.
+    final class Lane: @unchecked Sendable {
+        let loop: EventLoop
+        private var waiter: CheckedContinuation<Void, Never>?
+        private var timer: TimerID?
+        /// A wake that came while the lane was busy: the next sleep returns at once.
+        private var woken = false
+
+        init(loop: EventLoop) {
+            self.loop = loop
+        }
+
+        /// Suspends the calling task (running on `loop`) until woken or `limit` passed.
+        func sleep(upTo limit: Duration) async {
+            loop.preconditionInEventLoop()
+            if woken {
+                woken = false
+                return
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                waiter = continuation
+                timer = loop.schedule(after: limit) { [self] in
+                    timer = nil
+                    resume()
+                }
+            }
+        }
+
+        /// Wakes the lane now or after `delay`.
+        func wake(after delay: Duration = .zero) {
+            loop.execute { [self] in
+                if delay <= .zero {
+                    wakeNow()
+                } else {
+                    loop.schedule(after: delay) { [self] in wakeNow() }
+                }
+            }
+        }
+
+        private func wakeNow() {
+            if waiter != nil {
+                resume()
+            } else {
+                woken = true
+            }
+        }
+
+        private func resume() {
+            if let timer { loop.cancel(timer) }
+            timer = nil
+            woken = false
+            let waiting = waiter
+            waiter = nil
+            waiting?.resume()
+        }
+    }
+}
