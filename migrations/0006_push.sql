@@ -22,8 +22,9 @@ CREATE TABLE push_jobs (
     token           text NOT NULL,
     -- Pending jobs with the same key collapse: a conversation (hash of its participants) or 'call:<callId>'.
     collapse_key    text NOT NULL,
-    -- The device-queue seq of the latest event the job covers (when it is acknowledged, the push is moot).
-    seq             bigint NOT NULL,
+    -- The device-queue seq of the latest event the job covers: once the device acknowledged it,
+    -- the push is moot. NULL for a job not tied to a queued event.
+    seq             bigint,
     message_id      uuid,
     -- The message's sender or the caller.
     sender          text,

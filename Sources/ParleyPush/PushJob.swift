@@ -22,7 +22,8 @@ public struct PushJob: Sendable, Equatable {
     public var platform: Platform
     public var token: String
     public var collapseKey: String
-    public var seq: Int64
+    /// The queued event it covers (nil: not tied to one).
+    public var seq: Int64?
     /// This attempt's number (1 for the first).
     public var attempt: Int
     /// Unix milliseconds.
@@ -53,7 +54,7 @@ public struct PushJob: Sendable, Equatable {
     }
 
     public init(id: Int64, kind: Kind, userId: String, deviceId: String, platform: Platform, token: String, collapseKey: String,
-                seq: Int64 = 0, attempt: Int = 1, createdAt: Int64 = 0, sender: String? = nil, senderName: String? = nil,
+                seq: Int64? = nil, attempt: Int = 1, createdAt: Int64 = 0, sender: String? = nil, senderName: String? = nil,
                 messageId: String? = nil, messageText: String? = nil, messageCount: Int = 1, callId: String? = nil,
                 callPayload: JSONObject? = nil, expiresAt: Int64? = nil, moot: Moot? = nil) {
         self.id = id

@@ -38,7 +38,8 @@ public struct PushJobStore: Sendable {
                    coalesce(CASE WHEN $5 = 'username' THEN NULL ELSE u.data->>$5 END, u.username) AS sender_name,
                    (c.expires_at IS NOT NULL AND c.expires_at <= now()) AS expired,
                    (c.call_id IS NOT NULL AND EXISTS (SELECT 1 FROM calls k WHERE k.id = c.call_id AND k.state = 'ended')) AS call_ended,
-                   NOT EXISTS (SELECT 1 FROM rt_queue q WHERE q.user_id = c.user_id AND q.device_id = c.device_id AND q.seq = c.seq) AS delivered
+                   (c.seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rt_queue q
+                                                      WHERE q.user_id = c.user_id AND q.device_id = c.device_id AND q.seq = c.seq)) AS delivered
               FROM claimed c
               LEFT JOIN rt_messages m ON m.id = c.message_id
               LEFT JOIN users u ON u.object_id = c.sender
@@ -64,7 +65,7 @@ public struct PushJobStore: Sendable {
         }
         return PushJob(
             id: Int64(id), kind: kind, userId: user, deviceId: device, platform: platform, token: token,
-            collapseKey: row["collapse_key"].string ?? "", seq: Int64(row["seq"].int ?? 0), attempt: row["attempts"].int ?? 1,
+            collapseKey: row["collapse_key"].string ?? "", seq: row["seq"].int.map(Int64.init), attempt: row["attempts"].int ?? 1,
             createdAt: row["created_at"].timestampMilliseconds ?? 0, sender: row["sender"].string, senderName: row["sender_name"].string,
             messageId: row["message_id"].string, messageText: row["message_text"].string, messageCount: row["message_count"].int ?? 1,
             callId: row["call_id"].string, callPayload: payload, expiresAt: row["expires_at"].timestampMilliseconds, moot: moot)

@@ -8,6 +8,7 @@ import ParleyLog
 import ParleyNet
 import ParleyParse
 import ParleyPostgres
+import ParleyPush
 import ParleyRealtime
 
 /// Everything a running node owns, started in dependency order and stopped in reverse.
@@ -24,6 +25,8 @@ public final class ServerRuntime: Sendable {
     /// Users, sessions, objects and installations (the Parse API's domain); observe
     /// `accounts.events` to react to bans and revoked sessions.
     public let accounts: Accounts
+    /// Push delivery: jobs for offline devices, sent to the gateway.
+    public let push: PushService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -54,7 +57,9 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
-        realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
+        push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "push"))
+        realtime = RealtimeService(database: database, group: group, configuration: config.realtime, observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
         realtime.register(on: router)
         calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
@@ -95,6 +100,7 @@ public final class ServerRuntime: Sendable {
         realtime.start()
         calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
+        push.start()
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
@@ -115,6 +121,7 @@ public final class ServerRuntime: Sendable {
         realtime.shutdown()
         calls.shutdown()
         accounts.events.stopListening()
+        push.stop(timeout: config.push.requestTimeout + .seconds(1))
         let closed = Latch()
         let database = self.database
         Task {
