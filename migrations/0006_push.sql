@@ -2,7 +2,7 @@
 -- device that was offline when an event was queued for it. Jobs are created in the enqueueing
 -- transaction (rt_on_offline_enqueue below), so an event is never committed without its push.
 --
--- States: pending (waiting for next_attempt_at) → sending (claimed by a node until lease_until)
+-- States: pending (due at next_attempt_at) → sending (claimed by a node until next_attempt_at)
 -- → sent | pending again (retry with backoff) | dead (attempts used up) | rejected (the gateway
 -- refused the token) | skipped (no gateway configured) | canceled (the call ended or the device
 -- received the events first) | expired (the call's expiresAt passed).
@@ -34,8 +34,10 @@ CREATE TABLE push_jobs (
     payload         jsonb,
     expires_at      timestamptz,
     attempts        integer NOT NULL DEFAULT 0,
+    -- pending: when the job is due; sending: when the claim expires (the node is presumed dead
+    -- and the job is due again). One column for both keeps one index for claims and recovery.
     next_attempt_at timestamptz NOT NULL DEFAULT now(),
-    lease_until     timestamptz,
+    -- The node that claimed it last.
     node_id         text,
     last_error      text,
     -- The last 20 attempts: {"at": start, "result": sent|retry|dead|rejected|lost, "error": …}.
@@ -45,16 +47,16 @@ CREATE TABLE push_jobs (
     sent_at         timestamptz
 );
 
+-- Few indexes, because every state change of a job writes a new row version into each index
+-- whose predicate it matches (state is in the predicates, so no update is HOT).
 -- At most one pending job per device and collapse key (messages of a conversation merge into it).
 CREATE UNIQUE INDEX push_jobs_collapse ON push_jobs (user_id, device_id, collapse_key) WHERE state = 'pending';
--- Claims: due pending jobs in order.
-CREATE INDEX push_jobs_due ON push_jobs (next_attempt_at, id) WHERE state = 'pending';
--- Lease recovery: claimed jobs whose node stopped.
-CREATE INDEX push_jobs_leased ON push_jobs (lease_until) WHERE state = 'sending';
+-- Claims (due pending jobs in order) and recovery (claims that expired).
+CREATE INDEX push_jobs_due ON push_jobs (next_attempt_at, id) WHERE state IN ('pending', 'sending');
 -- Cancelling the push of a call that ended.
 CREATE INDEX push_jobs_call ON push_jobs (call_id) WHERE call_id IS NOT NULL AND state = 'pending';
--- Operators (`parley push list --state`, `retry --dead`), depth gauges and retention.
-CREATE INDEX push_jobs_state_id ON push_jobs (state, id);
+-- Dead letters (`parley push retry --dead`, the depth gauge). Other states are listed by id.
+CREATE INDEX push_jobs_dead ON push_jobs (id) WHERE state = 'dead';
 
 -- Replaces the realtime layer's no-op hook (migrations/0004_realtime.sql). Runs inside the
 -- enqueueing transaction with the events queued for devices not connected to any node.

@@ -27,7 +27,7 @@ public struct PushJobStore: Sendable {
                  FOR UPDATE SKIP LOCKED
             ), claimed AS (
                 UPDATE push_jobs j
-                   SET state = 'sending', attempts = j.attempts + 1, lease_until = now() + $3 * interval '1 millisecond',
+                   SET state = 'sending', attempts = j.attempts + 1, next_attempt_at = now() + $3 * interval '1 millisecond',
                        node_id = $4, updated_at = now()
                   FROM due WHERE j.id = due.id
                 RETURNING j.*
@@ -83,7 +83,6 @@ public struct PushJobStore: Sendable {
                    next_attempt_at = CASE WHEN x.outcome = 'retry' THEN now() + x.delay_ms * interval '1 millisecond' ELSE j.next_attempt_at END,
                    sent_at = CASE WHEN x.outcome = 'sent' THEN now() ELSE j.sent_at END,
                    last_error = nullif(x.error, ''),
-                   lease_until = NULL,
                    updated_at = now(),
                    attempt_log = (CASE WHEN jsonb_array_length(j.attempt_log) >= 20 THEN j.attempt_log - 0 ELSE j.attempt_log END)
                        || jsonb_build_object(
@@ -113,12 +112,12 @@ public struct PushJobStore: Sendable {
         let rows = try await run("""
             UPDATE push_jobs j
                SET state = CASE WHEN j.attempts >= $1 THEN 'dead' ELSE 'pending' END,
-                   next_attempt_at = now(), lease_until = NULL, updated_at = now(),
+                   next_attempt_at = now(), updated_at = now(),
                    last_error = 'the node sending it stopped (lease expired)',
                    attempt_log = (CASE WHEN jsonb_array_length(j.attempt_log) >= 20 THEN j.attempt_log - 0 ELSE j.attempt_log END)
                        || jsonb_build_object('at', to_char(j.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                                              'result', 'lost', 'error', 'lease expired')
-             WHERE j.state = 'sending' AND j.lease_until < now()
+             WHERE j.state = 'sending' AND j.next_attempt_at < now()
             RETURNING j.id
             """, [.int(maxAttempts)])
         return rows.count
@@ -144,7 +143,9 @@ public struct PushJobStore: Sendable {
     /// Jobs per state, for the queue-depth gauges.
     public func countByState() async throws(PushFailure) -> [String: Int] {
         let rows = try await run("""
-            SELECT state, count(*) AS n FROM push_jobs WHERE state IN ('pending', 'sending', 'dead') GROUP BY state
+            SELECT state, count(*) AS n FROM push_jobs WHERE state IN ('pending', 'sending') GROUP BY state
+            UNION ALL
+            SELECT 'dead', count(*) FROM push_jobs WHERE state = 'dead'
             """, [])
         var counts: [String: Int] = [:]
         for row in rows {
@@ -221,8 +222,7 @@ public struct PushJobStore: Sendable {
         guard state != "pending" && state != "sending" else { throw .notRetryable(id: id, state: state) }
         do {
             let rows = try await database.query("""
-                UPDATE push_jobs SET state = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL,
-                                     lease_until = NULL, updated_at = now()
+                UPDATE push_jobs SET state = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL, updated_at = now()
                  WHERE id = $1 AND state NOT IN ('pending', 'sending') RETURNING id
                 """, [.int(Int(id))])
             guard !rows.isEmpty else { throw PushFailure.notRetryable(id: id, state: "pending") }
@@ -248,8 +248,7 @@ public struct PushJobStore: Sendable {
                                       AND p.device_id = d.device_id AND p.collapse_key = d.collapse_key)
                  ORDER BY d.user_id, d.device_id, d.collapse_key, d.id DESC
             )
-            UPDATE push_jobs j SET state = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL,
-                                   lease_until = NULL, updated_at = now()
+            UPDATE push_jobs j SET state = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL, updated_at = now()
               FROM pick WHERE j.id = pick.id
             RETURNING j.id
             """, [])

@@ -6,13 +6,15 @@ import ParleyNet
 import ParleyPostgres
 import Synchronization
 
-/// Sends this node's share of the push jobs: `concurrency` lanes spread over the event loops,
-/// each claiming a batch (`FOR UPDATE SKIP LOCKED`, so nodes never claim the same job), sending
-/// it in one gateway request and recording every job's outcome; plus a maintenance task
-/// (expired leases, queue-depth gauges, retention).
+/// Sends this node's share of the push jobs. One dispatcher per node claims due jobs (`FOR
+/// UPDATE SKIP LOCKED`, so nodes never claim the same job; one claimer per node, so a node's
+/// claims never skip each other's locks) for every free slot of `concurrency`, and hands each
+/// batch of `batchSize` to a task on the next event loop, which sends it in one gateway request
+/// and records every job's outcome. A maintenance task recovers expired claims, refreshes the
+/// queue-depth gauges and deletes old finished jobs.
 ///
 /// A job is marked sent only after the gateway answered, so a node killed between the answer and
-/// that commit leaves the job claimed; when its lease expires another node (or this one after a
+/// that commit leaves the job claimed; when its claim expires another node (or this one after a
 /// restart) sends it again: at least once, at most twice for such a job.
 public final class PushWorker: Sendable {
     public let configuration: PushConfiguration
@@ -22,12 +24,12 @@ public final class PushWorker: Sendable {
     let metrics: PushMetrics
     let logger: Logger
     private let group: EventLoopGroup
-    private let lanes: [Lane]
-    private let maintenanceSleeper: Lane
+    private let dispatcher: Dispatcher
+    private let maintenanceSignal: WakeSignal
     private let backoff: PushBackoff
     private let running = Atomic<Bool>(false)
     private let activeTasks = Atomic<Int>(0)
-    private let nextLane = Atomic<Int>(0)
+    private let nextLoop = Atomic<Int>(0)
 
     public init(store: PushJobStore, group: EventLoopGroup, configuration: PushConfiguration, gateway: GorushGateway?,
                 metrics: PushMetrics, nodeID: String, logger: Logger = Logger(label: "push")) {
@@ -39,26 +41,23 @@ public final class PushWorker: Sendable {
         self.nodeID = nodeID
         self.logger = logger
         backoff = PushBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
-        lanes = (0..<configuration.concurrency).map { Lane(loop: group.loops[$0 % group.loops.count]) }
-        maintenanceSleeper = Lane(loop: group.loops[0])
+        dispatcher = Dispatcher(signal: WakeSignal(loop: group.loops[0]))
+        maintenanceSignal = WakeSignal(loop: group.loops[0])
     }
 
     // MARK: Lifecycle
 
-    /// Starts the lanes and the maintenance task.
+    /// Starts the dispatcher and the maintenance task.
     public func start() {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        for lane in lanes {
-            activeTasks.add(1, ordering: .relaxed)
-            Task(executorPreference: lane.loop) { [self] in
-                await run(lane)
-                activeTasks.subtract(1, ordering: .releasing)
-            }
-        }
         let loop = group.loops[0]
-        activeTasks.add(1, ordering: .relaxed)
+        activeTasks.add(2, ordering: .relaxed)
         Task(executorPreference: loop) { [self] in
-            await maintain(on: loop)
+            await dispatch()
+            activeTasks.subtract(1, ordering: .releasing)
+        }
+        Task(executorPreference: loop) { [self] in
+            await maintain()
             activeTasks.subtract(1, ordering: .releasing)
         }
     }
@@ -66,8 +65,8 @@ public final class PushWorker: Sendable {
     /// Stops claiming; waits (blocking, up to `timeout`) for the batches in flight to be recorded.
     public func stop(timeout: Duration) {
         guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        for lane in lanes { lane.wake() }
-        maintenanceSleeper.wake()
+        dispatcher.signal.wake()
+        maintenanceSignal.wake()
         let deadline = EventLoop.monotonicNanoseconds() + UInt64(max(0, PushBackoff.nanoseconds(timeout)))
         while activeTasks.load(ordering: .acquiring) > 0 && EventLoop.monotonicNanoseconds() < deadline {
             var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
@@ -75,38 +74,60 @@ public final class PushWorker: Sendable {
         }
     }
 
-    /// Makes a lane look for due jobs now, or after `delay` (a message push waits for its
-    /// collapse window). Safe from any thread.
+    /// Makes the dispatcher look for due jobs now, or after `delay` (a message push waits for
+    /// its collapse window). Safe from any thread.
     public func wake(after delay: Duration = .zero) {
-        let lane = lanes[nextLane.wrappingAdd(1, ordering: .relaxed).oldValue % lanes.count]
-        lane.wake(after: delay)
+        dispatcher.signal.wake(after: delay)
     }
 
-    private func wakeAll() {
-        for lane in lanes { lane.wake() }
-    }
+    // MARK: Dispatching
 
-    // MARK: Lanes
-
-    private func run(_ lane: Lane) async {
+    /// Claims jobs for the free slots and starts a task per batch, until stopped.
+    private func dispatch() async {
+        let signal = dispatcher.signal
         while running.load(ordering: .acquiring) {
+            let free = configuration.concurrency - dispatcher.inFlight
+            guard free > 0 else {
+                // Every slot is busy: a finished batch wakes us.
+                await signal.sleep(upTo: configuration.pollInterval)
+                continue
+            }
+            let limit = free * configuration.batchSize
             let jobs: [PushJob]
             do {
-                jobs = try await store.claim(limit: configuration.batchSize, node: nodeID, lease: configuration.lease,
+                jobs = try await store.claim(limit: limit, node: nodeID, lease: configuration.lease,
                                              collapseWindow: configuration.collapseWindow, titleField: configuration.titleField)
             } catch {
                 logger.warning("claiming push jobs failed", [("error", error.description)])
-                await lane.sleep(upTo: configuration.pollInterval)
+                await signal.sleep(upTo: configuration.pollInterval)
                 continue
             }
-            if jobs.isEmpty {
-                await lane.sleep(upTo: configuration.pollInterval)
-                continue
+            var index = 0
+            while index < jobs.count {
+                let batch = Array(jobs[index..<min(jobs.count, index + configuration.batchSize)])
+                index += batch.count
+                start(batch)
             }
-            // A full batch: there is likely more, let the other lanes help.
-            if jobs.count == configuration.batchSize { wakeAll() }
-            let soonestRetry = await process(jobs)
-            if let soonestRetry { lane.wake(after: soonestRetry) }
+            // Fewer than asked: nothing more is due now; a finished batch, a new job, a due retry
+            // or the poll interval wakes us.
+            if jobs.count < limit { await signal.sleep(upTo: configuration.pollInterval) }
+        }
+    }
+
+    /// Sends a batch on the next loop; frees its slot (on the dispatcher's loop) when recorded.
+    private func start(_ batch: [PushJob]) {
+        dispatcher.inFlight += 1
+        activeTasks.add(1, ordering: .relaxed)
+        let loop = group.loops[nextLoop.wrappingAdd(1, ordering: .relaxed).oldValue % group.loops.count]
+        let dispatcher = self.dispatcher
+        Task(executorPreference: loop) { [self] in
+            let soonestRetry = await process(batch)
+            dispatcher.signal.loop.execute {
+                dispatcher.inFlight -= 1
+                dispatcher.signal.wake()
+                if let soonestRetry { dispatcher.signal.wake(after: soonestRetry) }
+            }
+            activeTasks.subtract(1, ordering: .releasing)
         }
     }
 
@@ -207,14 +228,14 @@ public final class PushWorker: Sendable {
 
     // MARK: Maintenance
 
-    private func maintain(on loop: EventLoop) async {
+    private func maintain() async {
         var lastRetention: UInt64 = 0
         while running.load(ordering: .acquiring) {
             do {
                 let recovered = try await store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts)
                 if recovered > 0 {
                     logger.warning("push jobs recovered from a stopped node", [("jobs", "\(recovered)")])
-                    wakeAll()
+                    wake()
                 }
                 metrics.setDepth(try await store.countByState())
                 let now = EventLoop.monotonicNanoseconds()
@@ -226,7 +247,7 @@ public final class PushWorker: Sendable {
             } catch {
                 logger.warning("push maintenance failed", [("error", error.description)])
             }
-            await maintenanceSleeper.sleep(upTo: Self.maintenanceInterval(configuration))
+            await maintenanceSignal.sleep(upTo: Self.maintenanceInterval(configuration))
         }
     }
 
@@ -234,10 +255,33 @@ public final class PushWorker: Sendable {
         min(.seconds(5), max(.milliseconds(200), configuration.lease / 4))
     }
 
-    /// Where a lane's task waits for work: woken by `wake` or after a time limit. Thread
-    /// confinement: `sleep` and the state run on `loop` (checked); `wake` may be called from any
-    /// thread and hops there. Hence `@unchecked Sendable`.
-    final class Lane: @unchecked Sendable {
+    /// The dispatcher's state. Thread confinement: `inFlight` is used only on `signal.loop` (the
+    /// dispatcher's task runs there; finished batches hop there), hence `@unchecked Sendable`.
+    final class Dispatcher: @unchecked Sendable {
+        let signal: WakeSignal
+        private var batches = 0
+
+        init(signal: WakeSignal) {
+            self.signal = signal
+        }
+
+        /// Batches being sent.
+        var inFlight: Int {
+            get {
+                signal.loop.preconditionInEventLoop()
+                return batches
+            }
+            set {
+                signal.loop.preconditionInEventLoop()
+                batches = newValue
+            }
+        }
+    }
+
+    /// Where a task waits for work: woken by `wake` or after a time limit. Thread confinement:
+    /// `sleep` and the state run on `loop` (checked); `wake` may be called from any thread and
+    /// hops there. Hence `@unchecked Sendable`.
+    final class WakeSignal: @unchecked Sendable {
         let loop: EventLoop
         private var waiter: CheckedContinuation<Void, Never>?
         private var timer: TimerID?

@@ -10,7 +10,7 @@ import XCTest
 final class PushDeliveryTests: XCTestCase {
     func testOfflineRecipientGetsOneCollapsedAlertPerConversationBurst() async throws {
         let env = try await PushTestEnvironment { $0.titleField = "screenName" }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001", data: #"{"screenName":"Alice A."}"#)
         try await env.makeUser("bob0000001")
@@ -58,7 +58,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testPreviewOffSaysNewMessage() async throws {
         let env = try await PushTestEnvironment { $0.messagePreview = false }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001")
         try await env.makeUser("bob0000001")
@@ -74,7 +74,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testOnlineRecipientGetsNoPush() async throws {
         let env = try await PushTestEnvironment()
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001")
         try await env.makeUser("bob0000001")
@@ -90,7 +90,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testOfflineCalleeGetsOneVoIPPushWithTheCallFields() async throws {
         let env = try await PushTestEnvironment()
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001", username: "alice")
         try await env.makeUser("bob0000001")
@@ -124,7 +124,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testLargeCallHeadersAreLeftOut() async throws {
         let env = try await PushTestEnvironment()
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001")
         try await env.makeUser("bob0000001")
@@ -138,7 +138,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testCallEndedBeforeSendingSendsNothing() async throws {
         let env = try await PushTestEnvironment(start: false)
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001")
         try await env.makeUser("bob0000001")
@@ -168,7 +168,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testDeliveredBeforeThePushCancelsIt() async throws {
         let env = try await PushTestEnvironment { $0.collapseWindow = .milliseconds(800) }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.makeUser("alice00001")
         try await env.makeUser("bob0000001")
@@ -185,7 +185,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testGatewayDownForFiveAttemptsThenUpDeliversOnceWithBackoff() async throws {
         let env = try await PushTestEnvironment { $0.maxAttempts = 8 }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         sink.configure { $0.failNext = 5 }
         try await env.makeUser("alice00001")
@@ -218,7 +218,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testDeadAfterMaxAttemptsThenRetryDeadResends() async throws {
         let env = try await PushTestEnvironment { $0.maxAttempts = 3 }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         sink.configure { $0.failAll = true }
         try await env.makeUser("alice00001")
@@ -245,7 +245,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testRejectedTokenIsRemovedFromItsInstallation() async throws {
         let env = try await PushTestEnvironment()
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         sink.configure { $0.rejectTokens = ["stale-token": "BadDeviceToken", "voip-gone": "Unregistered"] }
         try await env.makeUser("alice00001")
@@ -277,7 +277,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testWithoutGatewayJobsAreSkipped() async throws {
         let env = try await PushTestEnvironment(gateway: false)
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         try await env.makeUser("alice00001")
         try await env.makeUser("bob0000001")
         try await env.makeInstallation("bob-phone", user: "bob0000001", token: "bob-token")
@@ -288,7 +288,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testTwoNodesShareJobsWithoutSendingAnyTwice() async throws {
         let env = try await PushTestEnvironment(start: false) { $0.batchSize = 20 }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         try await env.sql("""
             INSERT INTO push_jobs (kind, user_id, device_id, platform, token, collapse_key, call_id, payload)
@@ -311,12 +311,12 @@ final class PushDeliveryTests: XCTestCase {
 
     func testExpiredLeaseIsRecoveredAndSent() async throws {
         let env = try await PushTestEnvironment(start: false)
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         // A job a stopped node had claimed: its lease ran out.
         try await env.sql("""
             INSERT INTO push_jobs (kind, state, user_id, device_id, platform, token, collapse_key, call_id, payload,
-                                   attempts, lease_until, node_id)
+                                   attempts, next_attempt_at, node_id)
             VALUES ('call', 'sending', 'u', 'd', 1, 'tok', 'call:1', 'c1', '{"callId":"c1","from":"x"}', 1,
                     now() - interval '1 second', 'deadnode')
             """)
@@ -331,7 +331,7 @@ final class PushDeliveryTests: XCTestCase {
 
     func testSlowGatewayTimesOutAndIsRetried() async throws {
         let env = try await PushTestEnvironment { $0.requestTimeout = .milliseconds(300) }
-        defer { Task { await env.shutdown() } }
+        addTeardownBlock { await env.shutdown() }
         let sink = try XCTUnwrap(env.sink)
         sink.configure { $0.delay = .seconds(1) }
         try await env.makeUser("alice00001")
