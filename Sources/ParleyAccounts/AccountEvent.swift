@@ -10,7 +10,7 @@ import Synchronization
 public enum AccountEvent: Sendable, Equatable {
     /// Why every session of a user ended.
     public enum Reason: String, Sendable {
-        case banned, deleted, passwordChanged, passwordReset
+        case banned, deleted, passwordChanged, passwordReset, revoked
     }
 
     /// One session ended (logout, `DELETE /sessions/:id`, `parley session revoke`).

@@ -11,7 +11,7 @@ public struct UserStore: Sendable {
     let pool: BlockingPool
     let configuration: AccountsConfiguration
     /// Users as they see themselves, for `me` (invalidated by every write below).
-    let cache: UserCache
+    public let cache: UserCache
 
     /// Members of a user body handled as typed columns.
     static let coreFields: Set<String> = ["username", "email", "password", "emailVerified"]

@@ -43,6 +43,20 @@ public final class ParseAPI: Sendable {
         }
     }
 
+    /// `GET {mount}/users/me` answered synchronously from the session and user caches, or nil
+    /// when it needs the full (async) path: for a route kind that answers inline when it can.
+    /// Measured: lifts `/users/me` from ~0.53 to ~0.62-0.66 of `/health` (docs/performance.md).
+    public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
+        if let restKey = configuration.restAPIKey {
+            guard let given = request.headers["X-Parse-REST-API-Key"], constantTimeEquals(given, restKey) else { return nil }
+        }
+        guard request.method == .get, request.body.isEmpty,
+              let appID = request.headers["X-Parse-Application-Id"], constantTimeEquals(appID, configuration.applicationID),
+              let token = request.headers["X-Parse-Session-Token"], let session = accounts.sessions.cache.get(token),
+              let bytes = accounts.users.cache.serialized(session.userId, sessionToken: token) else { return nil }
+        return HTTPResponse(status: .ok, headers: Self.baseHeaders, body: bytes)
+    }
+
     // MARK: Request handling
 
     /// Answers one HTTP request under the mount path.

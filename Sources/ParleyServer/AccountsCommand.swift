@@ -31,12 +31,8 @@ public enum AccountsCommand {
         }
         let values = try ConfigValues(options: databaseOptions, arguments: databaseArguments, environment: environment)
         if let level = LogLevel(name: values.string("log-level")) { LogSink.level = max(level, .warning) }
-        // A server (`parley serve`) may already run the embedded cluster: then it is adopted and
-        // must be left running.
-        let pgData = EmbeddedPostgres(configuration: .init(dataDirectory: values.string("data-dir"))).pgData
-        let alreadyRunning = access(pgData + "/postmaster.pid", F_OK) == 0
-        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision()
-        defer { if !alreadyRunning { try? provisioned.embedded?.stop() } }
+        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision(ownAdopted: false)
+        defer { try? provisioned.embedded?.stop() }
         _ = try MigrationRunner.apply(connectionString: provisioned.connectionString, directory: values.optionalString("migrations-dir"))
         let group = try EventLoopGroup(threads: 1)
         defer { group.shutdownGracefully() }

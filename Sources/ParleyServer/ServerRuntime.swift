@@ -35,7 +35,7 @@ public final class ServerRuntime: Sendable {
     public init(config: ServerConfig, logger: Logger) throws {
         self.config = config
         self.logger = logger
-        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision()
+        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision(ownAdopted: true)
         embedded = provisioned.embedded
         do {
             let applied = try MigrationRunner.apply(

@@ -22,14 +22,19 @@ final class AccountEventsTests: XCTestCase {
 
         let alice = try await h.signUp("alice")
         let token = alice.session!.token
-        // The other node caches the session, then listens long enough to be connected.
+        // The other node caches the session; probe until its LISTEN connection receives events.
         _ = try await other.sessions.lookup(token, on: otherClient)
-        try await Task.sleep(for: .milliseconds(300))
+        let probeDeadline = ContinuousClock.now + .seconds(20)
+        while !seen.withLock({ $0.contains(.userChanged(userId: "probe")) }) && ContinuousClock.now < probeDeadline {
+            _ = try await h.client.query("SELECT pg_notify($1, $2)", [.text(AccountEvents.channel), .text(#"{"event":"userChanged","user":"probe"}"#)])
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        seen.withLock { $0.removeAll() }
 
         try await h.accounts.users.setBanned(objectId: alice.objectId, banned: true, on: h.client)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while seen.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        XCTAssertEqual(seen.withLock { $0 }, [.sessionsRevoked(userId: alice.objectId, reason: .banned, keeping: nil)])
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !seen.withLock({ $0.contains { if case .sessionsRevoked = $0 { true } else { false } } }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        XCTAssertEqual(seen.withLock { $0.filter { $0 != .userChanged(userId: "probe") } }, [.sessionsRevoked(userId: alice.objectId, reason: .banned, keeping: nil)])
         await XCTAssertParseError(209) { try await other.sessions.lookup(token, on: otherClient) }
 
         other.events.stopListening()

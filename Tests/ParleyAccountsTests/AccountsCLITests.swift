@@ -64,6 +64,11 @@ final class AccountsCLITests: XCTestCase {
         XCTAssertEqual(code, 0)
         await XCTAssertParseError(209) { try await h.accounts.sessions.lookup(token, on: h.client) }
 
+        _ = try await h.accounts.users.logIn(username: "alice", email: nil, password: password, installationId: nil, on: h.client)
+        (code, io) = await run(h, "user revoke alice")
+        XCTAssertEqual(code, 0)
+        XCTAssertTrue(io.stdout.contains("revoked 1 session"), io.stdout)
+
         (code, io) = await run(h, "user create alice")
         XCTAssertEqual(code, 1)
         XCTAssertTrue(io.stderr.contains("Account already exists"), io.stderr)

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyHTTP
 import ParleyTestSupport
 import XCTest
 
@@ -215,5 +216,27 @@ struct TestClientWithoutKey {
     func status(_ method: String, _ path: String, extra: [(String, String)] = []) throws -> Int {
         let client = try TestHTTPClient(port: harness.server.port)
         return try client.request(method, path, headers: [("X-Parse-Application-Id", harness.appID)] + extra).status
+    }
+}
+
+final class ParseCachedMeTests: XCTestCase {
+    func testCachedMeAnswersOnlyCacheHitsWithTheRightKeys() async throws {
+        let h = try await ParseHarness()
+        let alice = try h.signUp("alice")
+        func request(_ headers: [(String, String)]) throws -> HTTPRequest {
+            HTTPRequest(head: try HTTPRequestHead(method: .get, target: "/parse/users/me", headers: HTTPHeaders(headers)))
+        }
+        let good = try request([("X-Parse-Application-Id", h.appID), ("X-Parse-Session-Token", alice.token)])
+        XCTAssertNil(h.api.cachedMe(good), "the user is not cached before the first full request")
+        XCTAssertEqual(try h.call("GET", "/parse/users/me", token: alice.token).status, 200)
+        let response = try XCTUnwrap(h.api.cachedMe(good))
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])
+        XCTAssertEqual(json["username"] as? String, "alice")
+        XCTAssertEqual(json["sessionToken"] as? String, alice.token)
+        XCTAssertNil(h.api.cachedMe(try request([("X-Parse-Application-Id", "other"), ("X-Parse-Session-Token", alice.token)])))
+        XCTAssertNil(h.api.cachedMe(try request([("X-Parse-Application-Id", h.appID), ("X-Parse-Session-Token", "r:0123456789abcdef0123456789abcdef")])))
+        XCTAssertEqual(try h.call("POST", "/parse/logout", token: alice.token).status, 200)
+        XCTAssertNil(h.api.cachedMe(good), "logout drops the cached session")
+        await h.shutdown()
     }
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by bench/accounts/*.sh: builds or finds the release binary, starts `parley serve` with an
 # embedded PostgreSQL in a temporary directory on a free loopback port, and stops it on exit.
 # Source it after setting PARLEY_SCRIPT; it defines start_parley, signup, stop_process and $work.
@@ -19,7 +20,7 @@ rounds="${BENCH_ROUNDS:-3}"
 if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ] || [ "$duration" -gt 60 ]; then die "BENCH_DURATION must be 1-60"; fi
 if ! [[ "$rounds" =~ ^[0-9]+$ ]] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10 ]; then die "BENCH_ROUNDS must be 1-10"; fi
 
-cd "$PARLEY_ROOT"
+cd "$PARLEY_ROOT" || exit 1
 parley_use_swift
 parley_use_postgres
 for tool in wrk curl python3; do
@@ -53,6 +54,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # start_parley [serve options...]: starts the server and waits for /ready; sets $port.
+# shellcheck disable=SC2120
 start_parley() {
     port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     PARLEY_APP_ID="$app_id" "$parley_bin" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \

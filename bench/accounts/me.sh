@@ -10,6 +10,7 @@
 # Environment: BENCH_ROUNDS (1-10, default 3), BENCH_DURATION (1-60 s, default 10).
 set -euo pipefail
 PARLEY_SCRIPT=bench-accounts-me
+# shellcheck source=bench/accounts/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 start_parley

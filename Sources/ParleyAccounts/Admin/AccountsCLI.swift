@@ -50,6 +50,7 @@ public enum AccountsCLI {
       parley user unban ID|USERNAME
       parley user reset-password ID|USERNAME [--password-stdin]
       parley user sessions ID|USERNAME [--json]
+      parley user revoke ID|USERNAME          (every session of the user)
       parley session revoke TOKEN|ID
     Database options are those of `parley migrate` (--database-url or the embedded data directory).
     """
@@ -82,6 +83,7 @@ public enum AccountsCLI {
             case ("user", "unban"?): try await ban(&args, accounts, io, banned: false)
             case ("user", "reset-password"?): try await resetPassword(&args, accounts, io)
             case ("user", "sessions"?): try await sessions(&args, accounts, io)
+            case ("user", "revoke"?): try await revokeAll(&args, accounts, io)
             case ("session", "revoke"?): try await revoke(&args, accounts, io)
             default: throw CLIError.usage("unknown command")
             }
@@ -260,6 +262,12 @@ public enum AccountsCLI {
         } else {
             io.output(table(["objectId", "sessionToken", "installationId", "createdAt", "expiresAt"], sessions))
         }
+    }
+
+    private static func revokeAll(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {
+        let id = try await accounts.users.resolve(try args.target(), on: accounts.database)
+        let count = try await accounts.sessions.revokeAll(userId: id, reason: .revoked, on: accounts.database)
+        io.output("revoked \(count) session(s) of \(id)")
     }
 
     private static func revoke(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {

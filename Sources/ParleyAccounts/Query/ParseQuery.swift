@@ -63,7 +63,7 @@ public struct ParseQuery: Sendable, Equatable {
     /// as is any other name.
     public static func fromRequest(className: String, parameters: [(name: String, value: String)]) throws(QueryError) -> ParseQuery {
         var query = ParseQuery(className: className)
-        var seen = Set<String>()
+        var seen: [String] = []
         for (name, value) in parameters {
             guard try accept(name, seen: &seen) else { continue }
             switch name {
@@ -84,7 +84,7 @@ public struct ParseQuery: Sendable, Equatable {
     /// numbers as numbers or strings, `count` as 1, true or a string).
     public static func fromJSON(className: String, body: JSONObject) throws(QueryError) -> ParseQuery {
         var query = ParseQuery(className: className)
-        var seen = Set<String>()
+        var seen: [String] = []
         for (name, value) in body {
             guard try accept(name, seen: &seen) else { continue }
             switch name {
@@ -128,9 +128,10 @@ public struct ParseQuery: Sendable, Equatable {
     private static let unsupportedParameters: Set<String> = ["include", "excludeKeys", "includeAll", "explain", "redirectClassNameForKey"]
 
     /// Whether `name` is a parameter to read (false: ignore it); refuses repeats.
-    private static func accept(_ name: String, seen: inout Set<String>) throws(QueryError) -> Bool {
-        if name.hasPrefix("_") || ignoredParameters.contains(name) { return false }
-        guard seen.insert(name).inserted else { throw .invalidQuery("parameter \(name) is given twice") }
+    private static func accept(_ name: String, seen: inout [String]) throws(QueryError) -> Bool {
+        if name.utf8.first == 0x5F || ignoredParameters.contains(name) { return false }
+        guard !seen.contains(name) else { throw .invalidQuery("parameter \(name) is given twice") }
+        seen.append(name)
         return true
     }
 

@@ -36,32 +36,33 @@ public struct TableLayout: Sendable, Equatable {
 
     /// How a non-master read is restricted.
     public enum ReadAccess: Sendable, Equatable {
-        /// `column && ARRAY['*', <reader ids>]` (flattened ACL, GIN-indexed).
+        /// `(column && ARRAY['*', <reader ids>]) IS TRUE` (flattened ACL; deliberately not
+        /// index-backed, see docs/queries.md).
         case permissions(column: String)
         /// `column = ANY(<reader ids>)`: only rows the reader owns (sessions).
         case owner(column: String)
     }
 
     /// The Parse class name (`_User`, `GameScore`).
-    public var className: String
-    public var table: String
+    public let className: String
+    public let table: String
     /// `class_name` for the shared `objects` table: adds `class_name = <className>`.
-    public var classColumn: String?
+    public let classColumn: String?
     /// Typed columns other than `object_id`, `created_at`, `updated_at` (which every table has).
     /// They are selected after the standard columns, in this order.
-    public var columns: [Column]
+    public let columns: [Column]
     /// The jsonb column holding custom fields; nil when the class has none (sessions).
-    public var dataColumn: String?
+    public let dataColumn: String?
     /// The jsonb column holding the ACL as given; nil when the class has none (sessions).
-    public var aclColumn: String?
-    public var readAccess: ReadAccess
+    public let aclColumn: String?
+    public let readAccess: ReadAccess
     /// The `earth` column mirroring the class's one GeoPoint field; nil when geo queries are not
     /// possible.
-    public var geoColumn: String?
+    public let geoColumn: String?
     /// Fields only the master key may query or sort on (119 otherwise).
-    public var masterOnlyFields: Set<String>
+    public let masterOnlyFields: Set<String>
     /// Fields nobody may query or sort on (102): secrets and internal state.
-    public var hiddenFields: Set<String>
+    public let hiddenFields: Set<String>
 
     public init(className: String, table: String, classColumn: String? = nil, columns: [Column], dataColumn: String?,
                 aclColumn: String?, readAccess: ReadAccess, geoColumn: String?, masterOnlyFields: Set<String> = [],
@@ -83,7 +84,15 @@ public struct TableLayout: Sendable, Equatable {
         self.geoColumn = geoColumn
         self.masterOnlyFields = masterOnlyFields
         self.hiddenFields = hiddenFields
+        var select = ["object_id", "created_at", "updated_at"]
+        select.append(aclColumn.map { $0 == "acl" ? $0 : "\($0) AS acl" } ?? "NULL::jsonb AS acl")
+        select.append(dataColumn.map { $0 == "data" ? $0 : "\($0) AS data" } ?? "'{}'::jsonb AS data")
+        select.append(contentsOf: columns.map(\.column))
+        selectList = select.joined(separator: ", ")
     }
+
+    /// The columns every SELECT returns, in order, when `keys` is not given.
+    let selectList: String
 
     /// The typed column of a Parse field, if it has one.
     public func column(forField field: String) -> Column? {

@@ -4,8 +4,21 @@ import ParleyPostgres
 /// Where a field lives: a typed column, or a key (path) of the jsonb data column.
 enum FieldTarget {
     case column(sql: String, type: TableLayout.ColumnType)
-    /// `sql` is `(data -> $n::text)` or `(data #> $n::text[])`.
-    case custom(sql: String, path: [String])
+    /// A key (`path.count == 1`) or a dotted path of the jsonb data column.
+    case custom(path: [String])
+}
+
+/// The query's `$nearSphere`, kept so the SELECT can order by distance and, when it is the only
+/// condition, scan nearest-first with a bounded LIMIT (see `QueryCompiler`).
+struct NearSphere {
+    /// `geo <-> ll_to_earth(…)`: GiST KNN order (chord distance, the same order as great-circle).
+    var order: String
+    /// The whole constraint, as placed among the `where` predicates.
+    var predicate: String
+    /// `geo IS NOT NULL AND data @> {"field":{"__type":"GeoPoint"}}`.
+    var fieldGuard: String
+    /// `earth_distance(…) <= θ * earth()`; nil when no maximum distance is given.
+    var withinDistance: String?
 }
 
 /// Compiles a `where` object into SQL predicates, binding every value as a parameter.
@@ -13,8 +26,8 @@ struct WhereCompiler {
     let layout: TableLayout
     let isMaster: Bool
     var writer = SQLWriter()
-    /// The `ORDER BY` expression of the query's `$nearSphere` (nearest first), if it has one.
-    private(set) var distanceOrder: String?
+    /// The query's `$nearSphere`, if it has one.
+    private(set) var nearSphere: NearSphere?
     private var conditions = 0
 
     init(layout: TableLayout, isMaster: Bool) {
@@ -86,8 +99,14 @@ struct WhereCompiler {
 
     /// The column or jsonb path of a field, after the layout's access rules.
     mutating func resolve(_ field: String) throws(QueryError) -> FieldTarget {
-        guard FieldPath.isValidPath(field) else { throw .invalidQuery("invalid field name: \(field)") }
-        let path = field.split(separator: ".").map(String.init)
+        let path: [String]
+        if field.utf8.contains(0x2E) {
+            guard FieldPath.isValidPath(field) else { throw .invalidQuery("invalid field name: \(field)") }
+            path = field.split(separator: ".").map(String.init)
+        } else {
+            guard FieldPath.isValidName(field) else { throw .invalidQuery("invalid field name: \(field)") }
+            path = [field]
+        }
         let head = path[0]
         if head == "ACL" || layout.hiddenFields.contains(head) {
             throw .invalidQuery("\(head) cannot be queried on \(layout.className)")
@@ -105,11 +124,18 @@ struct WhereCompiler {
             guard path.count == 1 else { throw .invalidQuery("\(head) has no subfields to query (\(field))") }
             return .column(sql: column, type: type)
         }
-        guard let data = layout.dataColumn else {
+        guard layout.dataColumn != nil else {
             throw .invalidQuery("\(layout.className) has no field \(head)")
         }
+        return .custom(path: path)
+    }
+
+    /// `(data -> $n::text)` or `(data #> $n::text[])`. The key is bound on first use, so a
+    /// constraint that compiles to a constant leaves no unused (untyped) parameter behind.
+    mutating func expression(_ path: [String]) throws(QueryError) -> String {
+        let data = layout.dataColumn ?? "data"
         let key = try writer.bindKey(path)
-        return .custom(sql: path.count == 1 ? "(\(data) -> \(key))" : "(\(data) #> \(key))", path: path)
+        return path.count == 1 ? "(\(data) -> \(key))" : "(\(data) #> \(key))"
     }
 
     // MARK: - Constraints
@@ -153,7 +179,7 @@ struct WhereCompiler {
                 predicates.append(try containsAll(operand, on: target, field: field))
             case "$exists":
                 guard case .bool(let exists) = operand else { throw .invalidQuery("$exists on \(field) expects true or false") }
-                predicates.append(Self.presence(exists, of: target))
+                predicates.append(try presence(exists, of: target))
             case "$regex":
                 predicates.append(try regex(operand, options: object["$options"], on: target, field: field))
             case "$options":
@@ -192,10 +218,11 @@ struct WhereCompiler {
                 return operand == .null ? "\(column) IS NULL" : "FALSE"
             }
             return "\(column) = \(parameter)"
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             switch operand {
             case .null:
-                return Self.presence(false, of: target)
+                return try presence(false, of: target)
             case .scalar(let value):
                 return "\(t) @> \(try writer.bindJSON(value))"
             case .typed(let value):
@@ -214,16 +241,17 @@ struct WhereCompiler {
             }
             return "\(column) IS DISTINCT FROM \(parameter)"
         }
-        if operand == .null { return Self.presence(true, of: target) }
+        if operand == .null { return try presence(true, of: target) }
         return "NOT COALESCE(\(try equality(operand, on: target)), false)"
     }
 
     /// `$exists`: a stored JSON null counts as missing.
-    static func presence(_ exists: Bool, of target: FieldTarget) -> String {
+    mutating func presence(_ exists: Bool, of target: FieldTarget) throws(QueryError) -> String {
         switch target {
         case .column(let column, _):
             return exists ? "\(column) IS NOT NULL" : "\(column) IS NULL"
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             return exists ? "(\(t) IS NOT NULL AND \(t) <> 'null'::jsonb)" : "(\(t) IS NULL OR \(t) = 'null'::jsonb)"
         }
     }
@@ -284,7 +312,8 @@ struct WhereCompiler {
             default:
                 throw .invalidQuery("\(key) is not supported on \(field)")
             }
-        case .custom(let t, _):
+        case .custom(let path):
+            let t = try expression(path)
             switch operand {
             case .int, .double:
                 return "(jsonb_typeof(\(t)) = 'number' AND \(t) \(op) \(try writer.bindJSON(operand)))"
@@ -341,15 +370,16 @@ struct WhereCompiler {
                     alternatives.append("\(column) = ANY(\(try writer.bind(.textArray(texts), as: cast + "[]")))")
                 }
             }
-        case .custom(let t, _):
+        case .custom(let path):
             if !values.isEmpty {
+                let t = try expression(path)
                 let parameter = try writer.bindJSON(.array(values.map(\.json)))
                 let typed = values.contains { if case .typed = $0 { true } else { false } }
                 let match = typed ? "\(t) @> e.v OR \(t) @> jsonb_build_array(e.v)" : "\(t) @> e.v"
                 alternatives.append("EXISTS (SELECT 1 FROM jsonb_array_elements(\(parameter)) AS e(v) WHERE \(match))")
             }
         }
-        if values.count < operands.count { alternatives.append(Self.presence(false, of: target)) }
+        if values.count < operands.count { alternatives.append(try presence(false, of: target)) }
         switch alternatives.count {
         case 0: return "FALSE"
         case 1: return alternatives[0]
@@ -360,13 +390,15 @@ struct WhereCompiler {
     /// `$all`: an array field holding every value.
     private mutating func containsAll(_ operand: JSONValue, on target: FieldTarget, field: String) throws(QueryError) -> String {
         let operands = try list("$all", operand, field: field)
-        let t: String
-        switch target {
-        case .custom(let sql, _): t = sql
-        case .column(let column, .object): t = column
-        case .column: throw .invalidQuery("$all on \(field) needs an array field")
+        if case .column(_, let type) = target, type != .object {
+            throw .invalidQuery("$all on \(field) needs an array field")
         }
         if operands.isEmpty { return "FALSE" }
+        let t: String
+        switch target {
+        case .custom(let path): t = try expression(path)
+        case .column(let column, _): t = column
+        }
         return "\(t) @> \(try writer.bindJSON(.array(operands.map(\.json))))"
     }
 
@@ -384,14 +416,15 @@ struct WhereCompiler {
             }
             flags = Set(text)
         }
-        let parameter = try writer.bind(.text(Self.postgresPattern(pattern, flags: flags)), as: "text")
+        let postgresPattern = Self.postgresPattern(pattern, flags: flags)
         switch target {
         case .column(let column, .string):
-            return "\(column) ~ \(parameter)"
+            return "\(column) ~ \(try writer.bind(.text(postgresPattern), as: "text"))"
         case .column:
             throw .invalidQuery("$regex on \(field) needs a string field")
-        case .custom(let t, _):
-            return "(jsonb_typeof(\(t)) = 'string' AND (\(t) #>> '{}') ~ \(parameter))"
+        case .custom(let path):
+            let t = try expression(path)
+            return "(jsonb_typeof(\(t)) = 'string' AND (\(t) #>> '{}') ~ \(try writer.bind(.text(postgresPattern), as: "text")))"
         }
     }
 
@@ -411,15 +444,22 @@ struct WhereCompiler {
 
     // MARK: - Geo
 
-    /// The jsonb expression of a geo operator's field, after checking the class has a geo column.
-    private func geoField(_ target: FieldTarget, _ op: String, field: String) throws(QueryError) -> (geo: String, guard: String) {
-        guard case .custom(let t, let path) = target, path.count == 1 else {
+    /// The geo column, and the guard that the queried field is the GeoPoint the column mirrors.
+    ///
+    /// The guard is a jsonb containment (`data @> {"field":{"__type":"GeoPoint"}}`) rather than
+    /// `->> '__type' = …` because PostgreSQL estimates it from the column's statistics (≈ every
+    /// row) instead of a 0.5% default; with the default, the planner underestimates the rows in
+    /// the radius and sorts a bitmap scan of the whole box instead of walking the GiST index in
+    /// distance order, which is 1000× slower for wide radii.
+    private mutating func geoField(_ target: FieldTarget, _ op: String, field: String) throws(QueryError) -> (geo: String, guard: String) {
+        guard case .custom(let path) = target, path.count == 1 else {
             throw .invalidQuery("\(op) needs a GeoPoint field; \(field) is not one")
         }
-        guard let geo = layout.geoColumn else {
+        guard let geo = layout.geoColumn, let data = layout.dataColumn else {
             throw .invalidQuery("\(op): \(layout.className) has no GeoPoint field")
         }
-        return (geo, "(\(t) ->> '__type') = 'GeoPoint'")
+        let shape = try writer.bindJSON(.object([path[0]: ["__type": "GeoPoint"]]))
+        return (geo, "\(data) @> \(shape)")
     }
 
     private mutating func earthPoint(_ point: GeoMath.Point) throws(QueryError) -> String {
@@ -428,16 +468,17 @@ struct WhereCompiler {
         return "ll_to_earth(\(latitude), \(longitude))"
     }
 
-    /// Rows whose GeoPoint is within the central angle `radians` of `center` (GiST: `earth_box`).
-    private mutating func withinAngle(_ center: String, radians: Double, geo: String, guard: String) throws(QueryError) -> String {
+    /// The index-backed box test and the exact test for "within the central angle `radians` of
+    /// `center`". `earth_box` bounds the circle (GiST `@>`); `earth_distance` decides.
+    private mutating func withinAngle(_ center: String, radians: Double, geo: String) throws(QueryError) -> (box: String, distance: String) {
         let angle = try writer.bind(.double(radians), as: "float8")
-        return "(earth_box(\(center), \(angle) * earth()) @> \(geo) AND earth_distance(\(center), \(geo)) <= \(angle) * earth() AND \(`guard`))"
+        return ("earth_box(\(center), \(angle) * earth()) @> \(geo)", "earth_distance(\(center), \(geo)) <= \(angle) * earth()")
     }
 
     private mutating func nearSphere(_ operand: JSONValue, constraint: JSONObject, on target: FieldTarget, field: String, insideOr: Bool) throws(QueryError) -> String {
         let (geo, fieldGuard) = try geoField(target, "$nearSphere", field: field)
         guard !insideOr else { throw .invalidQuery("$nearSphere cannot be used inside $or (on \(field))") }
-        guard distanceOrder == nil else { throw .invalidQuery("only one $nearSphere is allowed per query") }
+        guard nearSphere == nil else { throw .invalidQuery("only one $nearSphere is allowed per query") }
         let point = try GeoMath.point(operand, "$nearSphere on \(field)")
         var radians: Double?
         for (key, scale) in [("$maxDistance", 1.0), ("$maxDistanceInRadians", 1.0),
@@ -447,9 +488,16 @@ struct WhereCompiler {
             radians = try GeoMath.distance(value, "\(key) on \(field)") / scale
         }
         let center = try earthPoint(point)
-        distanceOrder = "\(geo) <-> \(center)"
-        guard let radians else { return "(\(geo) IS NOT NULL AND \(fieldGuard))" }
-        return try withinAngle(center, radians: radians, geo: geo, guard: fieldGuard)
+        var near = NearSphere(order: "\(geo) <-> \(center)", predicate: "", fieldGuard: "\(geo) IS NOT NULL AND \(fieldGuard)")
+        if let radians {
+            let (box, distance) = try withinAngle(center, radians: radians, geo: geo)
+            near.withinDistance = distance
+            near.predicate = "(\(box) AND \(distance) AND \(fieldGuard))"
+        } else {
+            near.predicate = "(\(near.fieldGuard))"
+        }
+        nearSphere = near
+        return near.predicate
     }
 
     private mutating func centerSphere(_ operand: JSONValue, on target: FieldTarget, field: String) throws(QueryError) -> String {
@@ -459,7 +507,8 @@ struct WhereCompiler {
         }
         let point = try GeoMath.pointOrPair(parts[0], "$centerSphere on \(field)")
         let radians = try GeoMath.distance(parts[1], "the $centerSphere distance on \(field)")
-        return try withinAngle(try earthPoint(point), radians: radians, geo: geo, guard: fieldGuard)
+        let (box, distance) = try withinAngle(try earthPoint(point), radians: radians, geo: geo)
+        return "(\(box) AND \(distance) AND \(fieldGuard))"
     }
 
     /// `$box`: `[southwest, northeast]`; `west > east` crosses the antimeridian. Index-backed by a
