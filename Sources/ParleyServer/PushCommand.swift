@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ParleyLog
 import ParleyNet
 import ParleyPostgres
@@ -29,10 +26,8 @@ public enum PushCommand {
         let values = try ConfigValues(options: MigrateCommand.options, arguments: databaseArguments, environment: environment)
         if let level = LogLevel(name: values.string("log-level")) { LogSink.level = max(level, .warning) }
         // A running `parley serve` may own the embedded cluster: adopt it and leave it running.
-        let pgData = EmbeddedPostgres(configuration: .init(dataDirectory: values.string("data-dir"))).pgData
-        let alreadyRunning = access(pgData + "/postmaster.pid", F_OK) == 0
-        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision()
-        defer { if !alreadyRunning { try? provisioned.embedded?.stop() } }
+        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision(ownAdopted: false)
+        defer { try? provisioned.embedded?.stop() }
         _ = try MigrationRunner.apply(connectionString: provisioned.connectionString, directory: values.optionalString("migrations-dir"))
         let group = try EventLoopGroup(threads: 1)
         defer { group.shutdownGracefully() }
