@@ -12,9 +12,9 @@ import ParleyRealtime
 /// `rt_on_offline_enqueue` function of migrations/0006_push.sql), so they exist even if this
 /// node dies right after the commit; the observer only makes the worker look sooner.
 ///
-/// The worker has its own PostgreSQL client (one connection per loop), so a large backlog does
-/// not queue ahead of the requests' statements, with `synchronous_commit = off`: its claims and
-/// outcomes do not wait for the WAL flush. If PostgreSQL itself crashes, the last fraction of
+/// The worker has its own PostgreSQL client (one or two connections per loop), so a large backlog
+/// does not queue ahead of the requests' statements, with `synchronous_commit = off`: its claims
+/// and outcomes do not wait for the WAL flush. If PostgreSQL itself crashes, the last fraction of
 /// a second of them may be lost, and such a job is sent again (the at-most-twice case of a node
 /// killed between send and commit); jobs are still created by the synchronous enqueue commit.
 public final class PushService: DeliveryObserver {
@@ -30,10 +30,10 @@ public final class PushService: DeliveryObserver {
                 metrics registry: MetricsRegistry? = nil, logger: Logger = Logger(label: "push")) {
         self.configuration = configuration
         store = PushJobStore(database: database)
-        if let connectionString = Self.asyncCommitConnectionString(database.configuration.connectionString) {
+        if let connectionString = Self.workerConnectionString(database.configuration.connectionString) {
             workerDatabase = PostgresClient(group: group, configuration: PostgresConfiguration(
-                connectionString: connectionString, connectionsPerLoop: configuration.concurrency > group.loops.count ? 2 : 1, statementTimeout: database.configuration.statementTimeout),
-                logger: Logger(label: "push.postgres"))
+                connectionString: connectionString, connectionsPerLoop: configuration.concurrency > group.loops.count ? 2 : 1,
+                statementTimeout: database.configuration.statementTimeout), logger: Logger(label: "push.postgres"))
         } else {
             workerDatabase = nil
         }
@@ -52,8 +52,8 @@ public final class PushService: DeliveryObserver {
         }
         var random = SystemRandomNumberGenerator()
         let id = String(random.next() & 0xFFFF_FFFF_FFFF, radix: 16)
-        worker = PushWorker(store: workerDatabase.map { PushJobStore(database: $0) } ?? store, group: group, configuration: configuration, gateway: gateway, metrics: metrics,
-                            nodeID: String(repeating: "0", count: 12 - id.count) + id, logger: logger)
+        worker = PushWorker(store: workerDatabase.map { PushJobStore(database: $0) } ?? store, group: group, configuration: configuration,
+                            gateway: gateway, metrics: metrics, nodeID: String(repeating: "0", count: 12 - id.count) + id, logger: logger)
     }
 
     /// Starts sending (logs where pushes go).
@@ -85,7 +85,7 @@ public final class PushService: DeliveryObserver {
     /// order even while the statistics of a queue that just filled up are stale (a bitmap scan
     /// would read and sort every due job to return the first hundred). Nil when the string sets
     /// `options` itself (then the worker shares the main client).
-    static func asyncCommitConnectionString(_ connectionString: String) -> String? {
+    static func workerConnectionString(_ connectionString: String) -> String? {
         guard !connectionString.contains("options") else { return nil }
         if connectionString.hasPrefix("postgresql://") || connectionString.hasPrefix("postgres://") {
             let separator = connectionString.contains("?") ? "&" : "?"

@@ -344,6 +344,63 @@ final class PushDeliveryTests: XCTestCase {
     }
 }
 
+final class PushCLITests: XCTestCase {
+    func testListAndRetry() async throws {
+        let env = try await PushTestEnvironment(start: false)
+        addTeardownBlock { await env.shutdown() }
+        try await env.sql("""
+            INSERT INTO push_jobs (kind, state, user_id, device_id, platform, token, collapse_key, call_id, attempts, last_error)
+            VALUES ('call', 'dead', 'u1', 'phone-1', 1, 't1', 'call:a', 'a', 8, 'gateway answered 500'),
+                   ('message', 'sent', 'u2', 'phone-2', 2, 't2', 'conv', NULL, 1, NULL),
+                   ('message', 'pending', 'u2', 'phone-2', 2, 't2', 'conv', NULL, 0, NULL)
+            """)
+        let table = OutputCapture()
+        var code = await PushCLI.run(arguments: ["push", "list"], database: env.client, io: table.io)
+        XCTAssertEqual(code, 0)
+        XCTAssertEqual(table.lines.first?.split(separator: " ", omittingEmptySubsequences: true).first, "ID")
+        XCTAssertEqual(table.lines.count, 2 + 3 + 1, table.text)
+        XCTAssertEqual(table.lines.last, "(3 jobs)")
+        XCTAssertEqual(table.lines[2].split(separator: " ").prefix(5), ["3", "pending", "message", "u2", "phone-2"], table.text)
+
+        let json = OutputCapture()
+        code = await PushCLI.run(arguments: ["push", "list", "--state", "dead", "--json"], database: env.client, io: json.io)
+        XCTAssertEqual(code, 0)
+        let listed = try XCTUnwrap(try JSONParser().parse(json.text).array)
+        XCTAssertEqual(listed.count, 1)
+        XCTAssertEqual(listed[0]["state"], "dead")
+        XCTAssertEqual(listed[0]["platform"], "ios")
+        XCTAssertEqual(listed[0]["lastError"], "gateway answered 500")
+        XCTAssertEqual(listed[0]["callId"], "a")
+
+        let pending = OutputCapture()
+        code = await PushCLI.run(arguments: ["push", "retry", "3"], database: env.client, io: pending.io)
+        XCTAssertEqual(code, 1)
+        XCTAssertTrue(pending.errors.contains("is pending"), pending.errors)
+        let twin = OutputCapture()
+        code = await PushCLI.run(arguments: ["push", "retry", "2"], database: env.client, io: twin.io)
+        XCTAssertEqual(code, 1, "a pending job for the same conversation exists")
+        XCTAssertTrue(twin.errors.contains("pending twin"), twin.errors)
+        let missing = OutputCapture()
+        code = await PushCLI.run(arguments: ["push", "retry", "99"], database: env.client, io: missing.io)
+        XCTAssertEqual(code, 1)
+        XCTAssertTrue(missing.errors.contains("no push job 99"))
+        let retried = OutputCapture()
+        code = await PushCLI.run(arguments: ["push", "retry", "1", "--json"], database: env.client, io: retried.io)
+        XCTAssertEqual(code, 0, retried.errors)
+        XCTAssertEqual(retried.text, #"{"retried":[1]}"#)
+        let states = try await env.jobs().map { "\($0.state) \($0.attempts)" }
+        XCTAssertEqual(states, ["pending 0", "sent 1", "pending 0"])
+
+        for arguments in [["push"], ["push", "list", "extra"], ["push", "list", "--state", "weird"], ["push", "retry"],
+                          ["push", "retry", "1", "--dead"], ["push", "list", "--limit", "0"], ["push", "list", "--bogus"]] {
+            let usage = OutputCapture()
+            let status = await PushCLI.run(arguments: arguments, database: env.client, io: usage.io)
+            XCTAssertEqual(status, 2, "\(arguments)")
+            XCTAssertTrue(usage.errors.contains("Usage:"), "\(arguments)")
+        }
+    }
+}
+
 /// Collects what a CLI command prints.
 final class OutputCapture: @unchecked Sendable {
     private let lock = NSLock()

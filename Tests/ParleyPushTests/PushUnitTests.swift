@@ -98,12 +98,12 @@ final class PushUnitTests: XCTestCase {
     }
 
     func testWorkerConnectionsCommitAsynchronously() {
-        XCTAssertEqual(PushService.asyncCommitConnectionString("host=127.0.0.1 dbname=x"),
+        XCTAssertEqual(PushService.workerConnectionString("host=127.0.0.1 dbname=x"),
                        "host=127.0.0.1 dbname=x options='-c synchronous_commit=off -c enable_bitmapscan=off'")
-        XCTAssertEqual(PushService.asyncCommitConnectionString("postgresql://u@h/db"),
+        XCTAssertEqual(PushService.workerConnectionString("postgresql://u@h/db"),
                        "postgresql://u@h/db?options=-c%20synchronous_commit%3Doff%20-c%20enable_bitmapscan%3Doff")
-        XCTAssertEqual(PushService.asyncCommitConnectionString("postgres://u@h/db?sslmode=disable"),
+        XCTAssertEqual(PushService.workerConnectionString("postgres://u@h/db?sslmode=disable"),
                        "postgres://u@h/db?sslmode=disable&options=-c%20synchronous_commit%3Doff%20-c%20enable_bitmapscan%3Doff")
-        XCTAssertNil(PushService.asyncCommitConnectionString("host=h options='-c x=y'"))
+        XCTAssertNil(PushService.workerConnectionString("host=h options='-c x=y'"))
     }
 }
