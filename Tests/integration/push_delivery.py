@@ -8,13 +8,15 @@ VoIP push with the call fields (callId, caller, video, headers, voip topic, expi
 canceled before its push is sent sends none; the gateway down for 5 attempts then up delivers
 the job once, with growing gaps in its attempt log; past the maximum attempts the job is dead
 and `parley push retry --dead` sends it; a rejected token is removed from its installation;
-`parley push list` and /metrics show it all."""
+an installation registered through /parse/installations gets pushes; `parley push list` and
+/metrics show it all."""
 import asyncio
 import datetime
 import json
 import os
 import sys
 import time
+import urllib.request
 import uuid
 
 sys.dont_write_bytecode = True
@@ -55,8 +57,8 @@ async def main():
         "--push-collapse-window", "500ms", "--push-backoff-base", f"{int(BACKOFF_BASE * 1000)}ms", "--push-backoff-max", "2s",
         "--push-max-attempts", "7", "--push-poll-interval", "200ms", "--push-request-timeout", "2s",
         "--call-reach-timeout", "20s"]).start()
-    users = create_users(postgres, database, "pu", 7)
-    (alice, alice_token), (bob, _), (carol, carol_token), (dave, _), (erin, _), (frank, _), (gina, _) = users
+    users = create_users(postgres, database, "pu", 8)
+    (alice, alice_token), (bob, _), (carol, carol_token), (dave, _), (erin, _), (frank, _), (gina, _), (hank, hank_token) = users
     postgres.psql(database, f"""UPDATE users SET data = '{{"screenName":"Alice Liddell"}}' WHERE object_id = '{alice}'""")
     add_installation(postgres, database, "bob-phone", bob, token="bob-apns", voip_token="bob-voip")
     add_installation(postgres, database, "carol-phone", carol, token="carol-apns", voip_token="carol-voip")
@@ -177,7 +179,17 @@ async def main():
     check(tokens == "NULL gina-voip", f"the rejected token is removed, the other kept: {tokens}")
     log("rejected token removed from its installation: ok")
 
-    # 8. Metrics.
+    # 8. An installation registered through the Parse API (linked to the session's user) gets pushes.
+    request = urllib.request.Request(server.http_url + "/parse/installations", method="POST", data=json.dumps({
+        "installationId": "hank-phone", "deviceType": "ios", "deviceToken": "hank-apns", "voipDeviceToken": "hank-voip"}).encode(),
+        headers={"Content-Type": "application/json", "X-Parse-Application-Id": "parley", "X-Parse-Session-Token": hank_token})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        check(response.status == 201, f"installation created: {response.status}")
+    await send_message(a1, [hank], "hello hank")
+    wait_for("hank's push", lambda: pushes_to(sink, "hank-apns"))
+    log("installation registered over /parse/installations gets pushes: ok")
+
+    # 9. Metrics.
     check(metric(server, "parley_push_sent_total") >= 5, "sent total")
     check(metric(server, "parley_push_dead_total") == 1, "dead total")
     check(metric(server, "parley_push_failed_total") >= 12, "failed total")
