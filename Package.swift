@@ -34,7 +34,8 @@ let package = Package(
         ]),
 
         .target(name: "ParleyCalls", dependencies: [
-            "ParleyJSON", "ParleyRealtime", "ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics", "COpenSSL",
+            "ParleyJSON", "ParleyRealtime", "ParleyHTTP", "ParleyWebSocket", "ParleyPostgres", "ParleyNet", "ParleyLog",
+            "ParleyMetrics", "COpenSSL",
         ]),
 
         .target(name: "ParleyPush", dependencies: [

@@ -15,6 +15,7 @@ public enum CommandLineInterface {
       migrate    Apply pending database migrations and exit.
       user       Manage users: list, show, create, delete, ban, unban, reset-password, sessions.
       session    Revoke a session: parley session revoke TOKEN|ID
+      push       Push jobs: parley push list [--state S] | parley push retry ID|--dead
       help       Show help for a command: parley help serve
       version    Print the version.
 
@@ -52,6 +53,8 @@ public enum CommandLineInterface {
                 return rest.first.map { help(for: $0) } ?? { print(usage); return 0 }()
             case "user", "session":
                 return try AccountsCommand.run(arguments, environment: environment)
+            case "push":
+                return try PushCommand.run(arguments, environment: environment)
             case "bench-argon2":
                 return Argon2BenchCommand.run(rest)
             case "version", "--version":

@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyPushTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}
