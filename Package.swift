@@ -40,7 +40,12 @@ let package = Package(
         ]),
 
         .target(name: "ParleyCalls", dependencies: [
-            "ParleyJSON", "ParleyRealtime", "ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics", "COpenSSL",
+            "ParleyJSON", "ParleyRealtime", "ParleyHTTP", "ParleyWebSocket", "ParleyPostgres", "ParleyNet", "ParleyLog",
+            "ParleyMetrics", "COpenSSL",
+        ]),
+
+        .target(name: "ParleyPush", dependencies: [
+            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyHTTP", "ParleyRealtime", "ParleyLog", "ParleyMetrics",
         ]),
 
         // Wire formats of the domain: the Parse-compatible REST API.
@@ -49,7 +54,7 @@ let package = Package(
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyAccounts",
-            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
@@ -64,6 +69,7 @@ let package = Package(
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

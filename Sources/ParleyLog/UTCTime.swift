@@ -27,47 +27,72 @@ public enum UTCTime {
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`) into milliseconds since the epoch.
     public static func parseISO8601(_ text: String) -> Int64? {
+        parseTimestamp(text)
+    }
+
+    /// Parses an ISO-8601 or PostgreSQL timestamp (`T` or space between date and time, optional
+    /// fraction, `Z` or a `±HH[:MM[:SS]]` offset, or a bare date) into milliseconds since the
+    /// epoch (UTC when no offset is given).
+    public static func parseTimestamp(_ text: String) -> Int64? {
         let b = Array(text.utf8)
-        func num(_ from: Int, _ count: Int) -> Int? {
-            guard from + count <= b.count else { return nil }
+        var i = 0
+        func digits(_ count: Int) -> Int? {
+            guard i + count <= b.count else { return nil }
             var v = 0
-            for i in from..<(from + count) {
-                guard b[i] >= 48, b[i] <= 57 else { return nil }
-                v = v * 10 + Int(b[i] - 48)
+            for k in i..<(i + count) {
+                guard b[k] >= 48, b[k] <= 57 else { return nil }
+                v = v * 10 + Int(b[k] - 48)
             }
+            i += count
             return v
         }
-        guard b.count >= 20, let year = num(0, 4), b[4] == 45, let month = num(5, 2), b[7] == 45, let day = num(8, 2),
-              b[10] == 84 || b[10] == 32, let hour = num(11, 2), b[13] == 58, let minute = num(14, 2), b[16] == 58,
-              let second = num(17, 2), (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
-        else { return nil }
-        var i = 19
-        var millis = 0
-        if i < b.count, b[i] == 46 {
+        func expect(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
             i += 1
-            var digits = 0
+            return true
+        }
+        guard let year = digits(4), expect(45), let month = digits(2), expect(45), let day = digits(2),
+              (1...12).contains(month), (1...31).contains(day) else { return nil }
+        let days = daysSinceEpoch(year: year, month: month, day: day)
+        if i == b.count { return days * 86_400_000 }
+        guard expect(32) || expect(84), let hour = digits(2), expect(58), let minute = digits(2), expect(58),
+              let second = digits(2), hour < 25, minute < 60, second < 61 else { return nil }
+        var millis = 0
+        if expect(46) {
+            var count = 0
             while i < b.count, b[i] >= 48, b[i] <= 57 {
-                if digits < 3 { millis = millis * 10 + Int(b[i] - 48) }
-                digits += 1
+                if count < 3 { millis = millis * 10 + Int(b[i] - 48) }
+                count += 1
                 i += 1
             }
-            guard digits > 0 else { return nil }
-            var scale = digits
+            guard count > 0 else { return nil }
+            var scale = count
             while scale < 3 { millis *= 10; scale += 1 }
         }
-        var offsetSeconds = 0
-        if i < b.count, b[i] == 90 {
-            i += 1
-        } else if i < b.count, b[i] == 43 || b[i] == 45, let oh = num(i + 1, 2), b.count > i + 3, b[i + 3] == 58, let om = num(i + 4, 2) {
-            offsetSeconds = (oh * 3600 + om * 60) * (b[i] == 43 ? 1 : -1)
-            i += 6
-        } else {
-            return nil
+        var offset = 0
+        if i < b.count {
+            if b[i] == 90 {
+                i += 1
+            } else {
+                guard b[i] == 43 || b[i] == 45 else { return nil }
+                let sign = b[i] == 43 ? 1 : -1
+                i += 1
+                guard let oh = digits(2) else { return nil }
+                var seconds = oh * 3600
+                if expect(58) {
+                    guard let om = digits(2) else { return nil }
+                    seconds += om * 60
+                    if expect(58) {
+                        guard let os = digits(2) else { return nil }
+                        seconds += os
+                    }
+                }
+                offset = sign * seconds
+            }
         }
         guard i == b.count else { return nil }
-        let days = daysSinceEpoch(year: year, month: month, day: day)
-        let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetSeconds)
-        return seconds * 1000 + Int64(millis)
+        let secondsOfDay = Int64(hour * 3600 + minute * 60 + second - offset)
+        return (days * 86_400 + secondsOfDay) * 1000 + Int64(millis)
     }
 
     /// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).

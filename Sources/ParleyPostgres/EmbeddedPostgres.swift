@@ -78,6 +78,7 @@ public final class EmbeddedPostgres: Sendable {
         var socketDirectory: String
         var temporarySocketDirectory: Bool
         var port: Int
+        var adopted: Bool
     }
 
     private struct Account {
@@ -123,7 +124,7 @@ public final class EmbeddedPostgres: Sendable {
         if let adopted = runningServer() {
             logger.notice("adopting PostgreSQL already running on the cluster directory", [("pid", String(adopted.pid)), ("pgdata", pgData)])
             state.withLock {
-                $0 = Running(binaries: binaries, socketDirectory: adopted.socketDirectory, temporarySocketDirectory: adopted.socketDirectory.hasPrefix("/tmp/parley-"), port: adopted.port)
+                $0 = Running(binaries: binaries, socketDirectory: adopted.socketDirectory, temporarySocketDirectory: adopted.socketDirectory.hasPrefix("/tmp/parley-"), port: adopted.port, adopted: true)
             }
         } else {
             try removeStaleLockFiles()
@@ -135,7 +136,7 @@ public final class EmbeddedPostgres: Sendable {
             try runChecked(binaries.pgCtl, ["start", "-w", "-s", "-t", String(configuration.timeoutSeconds), "-D", pgData, "-l", logFile],
                            account: account, outputPath: LocalFiles.join(clusterDirectory, "pg_ctl.log"), logTail: logFile)
             state.withLock {
-                $0 = Running(binaries: binaries, socketDirectory: socketDirectory, temporarySocketDirectory: temporary, port: port)
+                $0 = Running(binaries: binaries, socketDirectory: socketDirectory, temporarySocketDirectory: temporary, port: port, adopted: false)
             }
         }
         try createDatabase(configuration.databaseName)
@@ -163,6 +164,9 @@ public final class EmbeddedPostgres: Sendable {
         try runChecked(running.binaries.pgCtl, ["restart", "-w", "-s", "-m", "fast", "-t", String(configuration.timeoutSeconds), "-D", pgData, "-l", logFile],
                        account: account, outputPath: LocalFiles.join(clusterDirectory, "pg_ctl.log"), logTail: logFile)
     }
+
+    /// Whether `start()` found the server already running (another process started it).
+    public var adoptedRunningServer: Bool { state.withLock { $0?.adopted ?? false } }
 
     /// Whether this instance started (or adopted) the server and has not stopped it.
     public var isStarted: Bool { state.withLock { $0 != nil } }

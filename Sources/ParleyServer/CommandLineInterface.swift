@@ -13,6 +13,9 @@ public enum CommandLineInterface {
     Commands:
       serve      Run the server (HTTP + WebSocket), applying migrations first.
       migrate    Apply pending database migrations and exit.
+      user       Manage users: list, show, create, delete, ban, unban, reset-password, sessions.
+      session    Revoke a session: parley session revoke TOKEN|ID
+      push       Push jobs: parley push list [--state S] | parley push retry ID|--dead
       help       Show help for a command: parley help serve
       version    Print the version.
 
@@ -48,6 +51,12 @@ public enum CommandLineInterface {
                     return 0
                 }
                 return rest.first.map { help(for: $0) } ?? { print(usage); return 0 }()
+            case "user", "session":
+                return try AccountsCommand.run(arguments, environment: environment)
+            case "push":
+                return try PushCommand.run(arguments, environment: environment)
+            case "bench-argon2":
+                return Argon2BenchCommand.run(rest)
             case "version", "--version":
                 print("parley \(version)")
                 return 0

@@ -12,20 +12,26 @@ public struct DatabaseProvisioner: Sendable {
         self.dataDirectory = dataDirectory
     }
 
-    /// A connection string plus the embedded cluster to stop at shutdown, if one was started.
+    /// A connection string plus the embedded cluster to stop at shutdown, if this process owns one.
     public struct Provisioned: Sendable {
         public let connectionString: String
         public let embedded: EmbeddedPostgres?
     }
 
     /// Blocking: starts the embedded cluster when no URL is configured.
-    public func provision() throws -> Provisioned {
+    ///
+    /// A cluster that is already running (a `parley serve` uses it, or one was left behind by a
+    /// killed server) is adopted. `ownAdopted` says whether this process then stops it when done:
+    /// the server does (its predecessor is gone or it is the only user); short-lived commands such
+    /// as `parley migrate` never stop a server they did not start.
+    public func provision(ownAdopted: Bool) throws -> Provisioned {
         if let databaseURL {
             return Provisioned(connectionString: databaseURL, embedded: nil)
         }
         let embedded = EmbeddedPostgres(configuration: .init(dataDirectory: dataDirectory))
         logger.info("starting embedded PostgreSQL", [("dir", embedded.pgData)])
         let connectionString = try embedded.start()
-        return Provisioned(connectionString: connectionString, embedded: embedded)
+        let owned = ownAdopted || !embedded.adoptedRunningServer
+        return Provisioned(connectionString: connectionString, embedded: owned ? embedded : nil)
     }
 }

@@ -9,7 +9,7 @@ public enum MigrateCommand {
 
     public static func run(_ values: ConfigValues) throws -> Int32 {
         let dataDirectory = values.string("data-dir")
-        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: dataDirectory).provision()
+        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: dataDirectory).provision(ownAdopted: false)
         defer { try? provisioned.embedded?.stop() }
         let applied = try MigrationRunner.apply(connectionString: provisioned.connectionString, directory: values.optionalString("migrations-dir"))
         print(applied.isEmpty ? "database is up to date" : "applied \(applied.count) migration(s): " + applied.map(\.fileName).joined(separator: ", "))

@@ -1,5 +1,10 @@
+import ParleyAccounts
+import ParleyCalls
 import ParleyLog
+import ParleyHTTP
 import ParleyNet
+import ParleyPush
+import ParleyRealtime
 
 /// Everything `parley serve` can be told, resolved and typed.
 public struct ServerConfig: Sendable {
@@ -27,6 +32,14 @@ public struct ServerConfig: Sendable {
     public var restAPIKey: String?
     public var mountPath: String
     public var enableTestEndpoints: Bool
+    /// The realtime service's limits (`--realtime-*` options).
+    public var realtime: RealtimeConfiguration
+    /// Call signalling and TURN (`--call-*`, `--turn-*` options).
+    public var calls: CallConfiguration
+    /// Users, sessions and password hashing (the `session-*`, `lockout-*`, `password-*` options).
+    public var accounts: AccountsConfiguration
+    /// Push delivery (`--push-*` options).
+    public var push: PushConfiguration
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -53,7 +66,24 @@ public struct ServerConfig: Sendable {
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
         ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
+        ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid."),
+        ConfigOption("session-cache-ttl", env: "PARLEY_SESSION_CACHE_TTL", default: "30s", "How long a node trusts a cached session before reading it again (bounds how long a session revoked on another node still works here)."),
+        ConfigOption("lockout-threshold", env: "PARLEY_LOCKOUT_THRESHOLD", default: "0", "Failed logins in a row that lock an account (0 = no lockout)."),
+        ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
+        ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
+        ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
+    ] + realtimeOptions + callOptions + pushOptions
+
+    /// Options of the realtime service (/v1/socket, /v1/messages).
+    static let realtimeOptions: [ConfigOption] = [
+        ConfigOption("realtime-retention", env: "PARLEY_REALTIME_RETENTION", default: "30d", "Queued events older than this are dropped (the device is told of the gap); devices unused this long are forgotten."),
+        ConfigOption("realtime-retention-interval", env: "PARLEY_REALTIME_RETENTION_INTERVAL", default: "1h", "How often the retention job runs."),
+        ConfigOption("realtime-hello-timeout", env: "PARLEY_REALTIME_HELLO_TIMEOUT", default: "10s", "A socket must send hello within this time."),
+        ConfigOption("realtime-ping-interval", env: "PARLEY_REALTIME_PING_INTERVAL", default: "30s", "Ping a silent socket after this long; one silent for 10 s more is dropped."),
+        ConfigOption("realtime-send-rate", env: "PARLEY_REALTIME_SEND_RATE", default: "100", "Messages a user may send per second (sustained)."),
+        ConfigOption("realtime-send-burst", env: "PARLEY_REALTIME_SEND_BURST", default: "200", "Burst allowance of the per-user send rate."),
+        ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20", "Devices per user."),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -88,6 +118,26 @@ public struct ServerConfig: Sendable {
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        realtime = RealtimeConfiguration()
+        realtime.retention = try values.duration("realtime-retention")
+        realtime.retentionInterval = try values.duration("realtime-retention-interval")
+        realtime.helloTimeout = try values.duration("realtime-hello-timeout")
+        realtime.pingInterval = try values.duration("realtime-ping-interval")
+        realtime.sendRatePerSecond = Double(try values.int("realtime-send-rate", in: 1...1_000_000))
+        realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
+        realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
+        calls = try Self.callConfiguration(values)
+        push = try Self.pushConfiguration(values)
+        let lifetime = try values.duration("session-lifetime")
+        let cacheTTL = try values.duration("session-cache-ttl")
+        let lockout = try values.duration("lockout-duration")
+        accounts = AccountsConfiguration(
+            sessionLifetimeSeconds: max(60, lifetime.components.seconds),
+            lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
+            lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
+            passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),
+            passwordMemoryLimit: try values.int("password-mem-limit", in: 8192...(4 << 30)),
+            sessionCacheTTLSeconds: cacheTTL.components.seconds)
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }
@@ -115,5 +165,79 @@ extension ServerConfig {
             text += "| `\(option.flag)` | \(env) | \(def) | \(option.help) |\n"
         }
         return text
+    }
+}
+
+extension ServerConfig {
+    /// Options of call signalling (call.* on /v1/socket, /v1/calls) and TURN (/v1/turn).
+    static let callOptions: [ConfigOption] = [
+        ConfigOption("call-reach-timeout", env: "PARLEY_CALL_REACH_TIMEOUT", default: "10s", "A call no callee device rings for within this ends with timeout."),
+        ConfigOption("call-ring-timeout", env: "PARLEY_CALL_RING_TIMEOUT", default: "45s", "A ringing call not answered within this ends with noAnswer."),
+        ConfigOption("call-grace-period", env: "PARLEY_CALL_GRACE_PERIOD", default: "20s", "A party whose connection is lost during a call and not back within this ends it with inactive."),
+        ConfigOption("call-max-per-user", env: "PARLEY_CALL_MAX_PER_USER", default: "1", "Live calls a user may take part in at once; a call to a user at the limit ends with busy."),
+        ConfigOption("turn-uris", env: "PARLEY_TURN_URIS", default: "", "Comma-separated turn:/turns: URIs handed out by GET /v1/turn (empty = TURN off)."),
+        ConfigOption("turn-secret", env: "PARLEY_TURN_SECRET", default: "", "The TURN server's static-auth-secret (coturn --use-auth-secret); empty = TURN off."),
+        ConfigOption("turn-ttl", env: "PARLEY_TURN_TTL", default: "24h", "How long TURN credentials stay valid."),
+    ]
+
+    static func callConfiguration(_ values: ConfigValues) throws(ConfigError) -> CallConfiguration {
+        let timeouts = CallTimeouts(reach: try values.duration("call-reach-timeout"), ring: try values.duration("call-ring-timeout"),
+                                    grace: try values.duration("call-grace-period"))
+        for (key, value) in [("call-reach-timeout", timeouts.reach), ("call-ring-timeout", timeouts.ring), ("call-grace-period", timeouts.grace)]
+        where value < .milliseconds(10) {
+            throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
+        }
+        let ttl = try values.duration("turn-ttl")
+        guard ttl >= .seconds(1) else {
+            throw .invalidValue(option: values.origin("turn-ttl"), value: values.string("turn-ttl"), expected: "a duration of at least 1s")
+        }
+        return CallConfiguration(
+            timeouts: timeouts, maxCallsPerUser: try values.int("call-max-per-user", in: 1...1000),
+            turn: TURNConfiguration.ifEnabled(uris: values.list("turn-uris"), secret: values.optionalString("turn-secret"), ttl: ttl))
+    }
+}
+
+extension ServerConfig {
+    /// Options of push delivery (docs/push.md).
+    static let pushOptions: [ConfigOption] = [
+        ConfigOption("push-gateway-url", env: "PARLEY_PUSH_GATEWAY_URL", default: "", "gorush-compatible push gateway (http://host:port; POST /api/push). Empty = none: push jobs are logged and marked skipped."),
+        ConfigOption("push-bundle-id", env: "PARLEY_PUSH_BUNDLE_ID", default: "", "The iOS app's bundle id: APNs topic of alerts; VoIP pushes use <bundle id>.voip (empty = no topic sent)."),
+        ConfigOption("push-title-field", env: "PARLEY_PUSH_TITLE_FIELD", default: "username", "_User field shown as the title of a message push (username when the user has no such field)."),
+        ConfigOption("push-message-preview", env: "PARLEY_PUSH_MESSAGE_PREVIEW", default: "true", "Show the message text in pushes; false = \"New message\"."),
+        ConfigOption("push-collapse-window", env: "PARLEY_PUSH_COLLAPSE_WINDOW", default: "1s", "A message push waits this long after the first message, so a burst in one conversation is one push."),
+        ConfigOption("push-batch-size", env: "PARLEY_PUSH_BATCH_SIZE", default: "100", "Jobs per gateway request (gorush's core.max_notification, default 100, must allow it)."),
+        ConfigOption("push-concurrency", env: "PARLEY_PUSH_CONCURRENCY", default: "4", "Gateway requests in flight per node."),
+        ConfigOption("push-max-attempts", env: "PARLEY_PUSH_MAX_ATTEMPTS", default: "8", "Attempts before a push job is dead (parley push retry --dead sends it again)."),
+        ConfigOption("push-backoff-base", env: "PARLEY_PUSH_BACKOFF_BASE", default: "2s", "Delay before the second attempt; doubles per attempt, with jitter."),
+        ConfigOption("push-backoff-max", env: "PARLEY_PUSH_BACKOFF_MAX", default: "10m", "Longest delay between attempts."),
+        ConfigOption("push-request-timeout", env: "PARLEY_PUSH_REQUEST_TIMEOUT", default: "10s", "Deadline of one gateway request; a node that stops mid-send loses its jobs to the others after twice this plus 5 s."),
+        ConfigOption("push-poll-interval", env: "PARLEY_PUSH_POLL_INTERVAL", default: "1s", "How often a node looks for due push jobs when nothing woke it (retries, other nodes' jobs)."),
+        ConfigOption("push-retention", env: "PARLEY_PUSH_RETENTION", default: "7d", "Finished push jobs are deleted after this (dead ones stay)."),
+    ]
+
+    static func pushConfiguration(_ values: ConfigValues) throws(ConfigError) -> PushConfiguration {
+        var url: HTTPClientURL?
+        if let text = values.optionalString("push-gateway-url") {
+            guard let parsed = HTTPClientURL(text) else {
+                throw .invalidValue(option: values.origin("push-gateway-url"), value: text, expected: "an http://host[:port] URL")
+            }
+            url = parsed
+        }
+        let durations = ["push-collapse-window", "push-backoff-base", "push-backoff-max", "push-request-timeout", "push-poll-interval", "push-retention"]
+        var parsed: [String: Duration] = [:]
+        for key in durations {
+            let value = try values.duration(key)
+            guard key == "push-collapse-window" || value >= .milliseconds(10) else {
+                throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
+            }
+            parsed[key] = value
+        }
+        return PushConfiguration(
+            gatewayURL: url, bundleID: values.string("push-bundle-id"), titleField: values.string("push-title-field"),
+            messagePreview: try values.bool("push-message-preview"), collapseWindow: parsed["push-collapse-window"]!,
+            batchSize: try values.int("push-batch-size", in: 1...1000), concurrency: try values.int("push-concurrency", in: 1...256),
+            maxAttempts: try values.int("push-max-attempts", in: 1...1000), backoffBase: parsed["push-backoff-base"]!,
+            backoffMax: parsed["push-backoff-max"]!, requestTimeout: parsed["push-request-timeout"]!,
+            pollInterval: parsed["push-poll-interval"]!, retention: parsed["push-retention"]!)
     }
 }

@@ -1,10 +1,15 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ParleyAccounts
+import ParleyCalls
 import ParleyHTTP
 import ParleyLog
 import ParleyNet
+import ParleyParse
 import ParleyPostgres
+import ParleyPush
+import ParleyRealtime
 
 /// Everything a running node owns, started in dependency order and stopped in reverse.
 public final class ServerRuntime: Sendable {
@@ -13,6 +18,15 @@ public final class ServerRuntime: Sendable {
     public let blockingPool: BlockingPool
     public let database: PostgresClient
     public let metrics: ServerMetrics
+    /// The realtime service (/v1/socket, /v1/messages).
+    public let realtime: RealtimeService
+    /// Call signalling (call.* on /v1/socket, /v1/calls, /v1/turn).
+    public let calls: CallService
+    /// Users, sessions, objects and installations (the Parse API's domain); observe
+    /// `accounts.events` to react to bans and revoked sessions.
+    public let accounts: Accounts
+    /// Push delivery: jobs for offline devices, sent to the gateway.
+    public let push: PushService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -21,7 +35,7 @@ public final class ServerRuntime: Sendable {
     public init(config: ServerConfig, logger: Logger) throws {
         self.config = config
         self.logger = logger
-        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision()
+        let provisioned = try DatabaseProvisioner(databaseURL: config.databaseURL, dataDirectory: config.dataDirectory).provision(ownAdopted: true)
         embedded = provisioned.embedded
         do {
             let applied = try MigrationRunner.apply(
@@ -43,6 +57,28 @@ public final class ServerRuntime: Sendable {
         let router = Router()
         HealthEndpoints(database: database, metrics: metrics).register(on: router)
         router.add(middleware: RequestLogMiddleware())
+        push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "push"))
+        realtime = RealtimeService(database: database, group: group, configuration: config.realtime, observer: push,
+                                   metrics: metrics.registry, logger: Logger(label: "realtime"))
+        realtime.register(on: router)
+        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
+                            transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
+                            metrics: metrics.registry, logger: Logger(label: "calls"))
+        realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
+        CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
+        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
+        ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
+                                                   restAPIKey: config.restAPIKey, mountPath: config.mountPath),
+                 accounts: accounts, logger: Logger(label: "parse")).register(on: router)
+        // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
+        accounts.events.observe { [realtime] event in
+            switch event {
+            case .sessionRevoked(let token, let userId): realtime.closeConnections(ofUser: userId, sessionToken: token)
+            case .sessionsRevoked(let userId, _, _): realtime.closeConnections(ofUser: userId)
+            case .userChanged: break
+            }
+        }
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
             TestEndpoints(group: group).register(on: router)
@@ -69,6 +105,10 @@ public final class ServerRuntime: Sendable {
     /// Connects the database pools and starts listening.
     public func start() throws {
         database.start()
+        realtime.start()
+        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
+        accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
+        push.start()
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
@@ -86,6 +126,10 @@ public final class ServerRuntime: Sendable {
             logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
         }
         http.closeAll()
+        realtime.shutdown()
+        calls.shutdown()
+        accounts.events.stopListening()
+        push.stop(timeout: config.push.requestTimeout + .seconds(1))
         let closed = Latch()
         let database = self.database
         Task {

@@ -144,6 +144,19 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         let pidFile = dataDirectory.appendingPathComponent("postgres/data/postmaster.pid").path
         XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running")
 
+        // `parley migrate` on the same data directory adopts the running cluster and leaves it running.
+        let migrate = Process()
+        migrate.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
+        migrate.arguments = ["migrate", "--data-dir", dataDirectory.path,
+                             "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path]
+        migrate.environment = environment
+        migrate.standardOutput = Pipe()
+        migrate.standardError = Pipe()
+        try migrate.run()
+        migrate.waitUntilExit()
+        XCTAssertEqual(migrate.terminationStatus, 0)
+        XCTAssertEqual(try TestHTTPClient(port: port).request("GET", "/ready").status, 200, "migrate stopped the server's database")
+
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 0)

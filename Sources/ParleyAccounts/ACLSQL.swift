@@ -1,0 +1,30 @@
+import ParleyJSON
+import ParleyPostgres
+
+/// SQL fragments for the ACL columns.
+enum ACLSQL {
+    /// `rperm`/`wperm` values for a new row: the ACL's lists, or `{*}` when there is none.
+    static func permissions(_ acl: ACL?) -> (readers: [String], writers: [String]) {
+        guard let acl else { return (["*"], ["*"]) }
+        return (acl.readers, acl.writers)
+    }
+
+    /// `acl = …, rperm = …, wperm = …` assignments for an update that changes the ACL
+    /// (`nil` ACL: removed, public again).
+    static func assignments(_ acl: ACL?, public defaults: (readers: [String], writers: [String]) = (["*"], ["*"]), builder: inout SQLBuilder) -> String {
+        let (readers, writers) = acl.map { ($0.readers, $0.writers) } ?? defaults
+        let json: PostgresData = acl.map { .json(JSONValue.object($0.json).serialized()) } ?? .null
+        return "acl = \(builder.bind(json))::jsonb, rperm = \(builder.bind(.textArray(readers))), wperm = \(builder.bind(.textArray(writers)))"
+    }
+
+    /// ` AND <column> && ARRAY[…]` for a non-master caller, empty for master.
+    static func filter(_ column: String, auth: Auth, builder: inout SQLBuilder) -> String {
+        guard !auth.isMaster else { return "" }
+        return " AND \(column) && \(builder.bind(.textArray(auth.permissionKeys)))"
+    }
+
+    /// The `geo` value for a GeoPoint being set.
+    static func geo(latitude: Double, longitude: Double, builder: inout SQLBuilder) -> String {
+        "ll_to_earth(\(builder.bind(.double(latitude))), \(builder.bind(.double(longitude))))"
+    }
+}

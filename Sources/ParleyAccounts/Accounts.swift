@@ -1,0 +1,42 @@
+import ParleyLog
+import ParleyNet
+import ParleyPostgres
+
+/// The accounts domain: users, sessions, objects, installations and their schema, over one
+/// PostgreSQL client. Shared by the REST layer and the admin CLI; Sendable, create one per process.
+public final class Accounts: Sendable {
+    public let database: PostgresClient
+    public let blockingPool: BlockingPool
+    public let configuration: AccountsConfiguration
+    public let hasher: PasswordHasher
+    public let schemas: SchemaStore
+    public let sessions: SessionStore
+    public let users: UserStore
+    public let objects: ObjectStore
+    public let installations: InstallationStore
+    /// Session and user changes, published to every node; observe them to close live sockets.
+    public let events: AccountEvents
+    public let logger: Logger
+
+    /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).
+    public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(), logger: Logger = Logger(label: "accounts")) {
+        self.database = database
+        self.blockingPool = blockingPool
+        self.configuration = configuration
+        self.logger = logger
+        hasher = PasswordHasher(operationsLimit: configuration.passwordOperationsLimit, memoryLimit: configuration.passwordMemoryLimit)
+        schemas = SchemaStore()
+        let sessionCache = SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds)
+        let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache)
+        sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache)
+        objects = ObjectStore(schemas: schemas)
+        installations = InstallationStore(schemas: schemas)
+    }
+
+    /// Runs `body` in one transaction; a thrown error rolls everything back.
+    public func transaction<T: Sendable>(_ body: @Sendable (PostgresTransaction) async throws -> T) async throws -> T {
+        try await database.transaction(body)
+    }
+}

@@ -1,0 +1,41 @@
+/// Settings of users, sessions and passwords.
+public struct AccountsConfiguration: Sendable {
+    /// How long a new session is valid (Parse's default: one year).
+    public var sessionLifetimeSeconds: Int64
+    /// Failed logins in a row that lock an account; nil disables lockout (the default, as Parse).
+    public var lockoutThreshold: Int?
+    /// How long a locked account stays locked, in minutes.
+    public var lockoutMinutes: Int
+    /// argon2id passes (libsodium "interactive" by default).
+    public var passwordOperationsLimit: Int
+    /// argon2id memory in bytes (libsodium "interactive", 64 MiB, by default).
+    public var passwordMemoryLimit: Int
+    /// Sessions kept in the in-memory cache.
+    public var sessionCacheCapacity: Int
+    /// How long a cached session is trusted before it is read again (bounds how long a session
+    /// revoked on another node keeps working here).
+    public var sessionCacheTTLSeconds: Int64
+    /// How long `GET /users/me` may serve a cached copy of the user (bounds how stale a change
+    /// made on another node, or by `parley user …`, can look).
+    public var userCacheTTLMilliseconds: Int64
+
+    public init(
+        sessionLifetimeSeconds: Int64 = 365 * 24 * 3600,
+        lockoutThreshold: Int? = nil,
+        lockoutMinutes: Int = 5,
+        passwordOperationsLimit: Int = PasswordHasher.interactiveOperations,
+        passwordMemoryLimit: Int = PasswordHasher.interactiveMemory,
+        sessionCacheCapacity: Int = 100_000,
+        sessionCacheTTLSeconds: Int64 = 30,
+        userCacheTTLMilliseconds: Int64 = 5000
+    ) {
+        self.sessionLifetimeSeconds = max(60, sessionLifetimeSeconds)
+        self.lockoutThreshold = lockoutThreshold.flatMap { $0 > 0 ? $0 : nil }
+        self.lockoutMinutes = max(1, lockoutMinutes)
+        self.passwordOperationsLimit = passwordOperationsLimit
+        self.passwordMemoryLimit = passwordMemoryLimit
+        self.sessionCacheCapacity = max(1, sessionCacheCapacity)
+        self.sessionCacheTTLSeconds = max(0, sessionCacheTTLSeconds)
+        self.userCacheTTLMilliseconds = max(0, userCacheTTLMilliseconds)
+    }
+}

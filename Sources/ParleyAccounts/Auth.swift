@@ -1,0 +1,51 @@
+/// Who a request acts as.
+public struct Auth: Sendable, Equatable {
+    /// The master key was given: every ACL and ownership check is bypassed.
+    public let isMaster: Bool
+    /// The user of a valid session token, if any.
+    public let user: SessionInfo?
+    /// `X-Parse-Installation-Id` (or `_InstallationId`), if sent.
+    public let installationId: String?
+
+    public init(isMaster: Bool, user: SessionInfo?, installationId: String?) {
+        self.isMaster = isMaster
+        self.user = user
+        self.installationId = installationId
+    }
+
+    public static let master = Auth(isMaster: true, user: nil, installationId: nil)
+    public static let anonymous = Auth(isMaster: false, user: nil, installationId: nil)
+
+    /// The user's objectId, if a session was given.
+    public var userId: String? { user?.userId }
+
+    /// The `rperm`/`wperm` entries that grant this caller access: `*` plus the user id.
+    public var permissionKeys: [String] {
+        if let userId { return ["*", userId] }
+        return ["*"]
+    }
+
+    /// Whether the caller may change the user `userId` (itself or master).
+    public func canModifyUser(_ userId: String) -> Bool {
+        isMaster || self.userId == userId
+    }
+}
+
+/// A valid session, as the session cache holds it.
+public struct SessionInfo: Sendable, Equatable {
+    /// The `_Session` objectId.
+    public let sessionId: String
+    public let token: String
+    public let userId: String
+    /// Expiry, milliseconds since the Unix epoch.
+    public let expiresAt: Int64
+    public let installationId: String?
+
+    public init(sessionId: String, token: String, userId: String, expiresAt: Int64, installationId: String?) {
+        self.sessionId = sessionId
+        self.token = token
+        self.userId = userId
+        self.expiresAt = expiresAt
+        self.installationId = installationId
+    }
+}

@@ -1,0 +1,150 @@
+import ParleyJSON
+import ParleyLog
+import ParleyPostgres
+
+/// `_Installation`: devices of users (push tokens), upserted by `installationId`.
+public struct InstallationStore: Sendable {
+    let schemas: SchemaStore
+
+    static let coreFields: Set<String> = ["installationId", "deviceType", "deviceToken", "voipDeviceToken", "user"]
+    static let deviceTypes: Set<String> = ["ios", "android"]
+    static let columns = "object_id, installation_id, device_type, device_token, voip_device_token, user_id, acl, data, created_at, updated_at"
+
+    /// Whether a create inserted a row (201) or updated the one with the same installationId (200).
+    public struct SaveResult: Sendable {
+        public let created: Bool
+        public let json: JSONObject
+    }
+
+    private struct Core {
+        var installationId: String?
+        var deviceType: String?
+        var deviceToken: String??
+        var voipDeviceToken: String??
+    }
+
+    private static func core(_ plan: WritePlan) throws(ParseError) -> Core {
+        var core = Core()
+        func text(_ name: String) throws(ParseError) -> String?? {
+            guard let value = plan.core[name] else { return .none }
+            if value.isNull { return .some(nil) }
+            guard let string = value.string, string.utf8.count <= 4096, !string.utf8.contains(0) else { throw .incorrectType("\(name) must be a string") }
+            return .some(string)
+        }
+        if let id = try text("installationId") {
+            guard let id, !id.isEmpty, id.utf8.count <= 256 else { throw .incorrectType("installationId must be a non-empty string") }
+            core.installationId = id
+        }
+        if let type = try text("deviceType") {
+            guard let type, deviceTypes.contains(type) else { throw .incorrectType("deviceType must be \"ios\" or \"android\"") }
+            core.deviceType = type
+        }
+        core.deviceToken = try text("deviceToken")
+        core.voipDeviceToken = try text("voipDeviceToken")
+        return core
+    }
+
+    /// POST /installations: inserts, or updates the row with the same installationId (Parse's
+    /// upsert). The caller's session user becomes the installation's user.
+    public func save(body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> SaveResult {
+        let plan = try WritePlan(body: body, isCreate: true, coreFields: Self.coreFields)
+        let core = try Self.core(plan)
+        guard let installationId = core.installationId ?? auth.installationId else {
+            throw ParseError.missingRequiredField("at least one ID field (deviceToken, installationId) must be specified in this operation")
+        }
+        guard let deviceType = core.deviceType else { throw ParseError.missingRequiredField("deviceType must be specified in this operation") }
+        try await schemas.resolve(className: ClassName.installation, record: plan.fieldTypes, on: db)
+        let acl: ACL? = plan.acl ?? nil
+        let (readers, writers) = ACLSQL.permissions(acl)
+        let now = UTCTime.nowMilliseconds()
+        let objectId = RandomID.objectID()
+        var builder = SQLBuilder()
+        let userId: PostgresData = auth.userId.map(PostgresData.text) ?? .null
+        let sql = """
+            INSERT INTO installations AS i (object_id, installation_id, device_type, device_token, voip_device_token, user_id, acl, rperm, wperm, data, created_at, updated_at)
+            VALUES (\(builder.bind(.text(objectId))), \(builder.bind(.text(installationId))), \(builder.bind(.text(deviceType))), \
+            \(builder.bind((core.deviceToken ?? nil).map(PostgresData.text) ?? .null)), \(builder.bind((core.voipDeviceToken ?? nil).map(PostgresData.text) ?? .null)), \
+            \(builder.bind(userId)), \(builder.bind(acl.map { .json(JSONValue.object($0.json).serialized()) } ?? .null))::jsonb, \
+            \(builder.bind(.textArray(readers))), \(builder.bind(.textArray(writers))), \
+            \(builder.bind(.json(JSONValue.object(plan.initialData()).serialized()))), \(builder.bind(.timestamp(milliseconds: now))), \(builder.bind(.timestamp(milliseconds: now))))
+            ON CONFLICT (installation_id) DO UPDATE SET
+                device_type = EXCLUDED.device_type,
+                \(core.deviceToken != nil ? "device_token = EXCLUDED.device_token," : "")
+                \(core.voipDeviceToken != nil ? "voip_device_token = EXCLUDED.voip_device_token," : "")
+                \(plan.acl != nil ? "acl = EXCLUDED.acl, rperm = EXCLUDED.rperm, wperm = EXCLUDED.wperm," : "")
+                user_id = COALESCE(EXCLUDED.user_id, i.user_id),
+                data = \(plan.touchesData ? plan.dataExpression(column: "i.data", builder: &builder) : "i.data"),
+                updated_at = EXCLUDED.updated_at
+            \(auth.isMaster ? "" : "WHERE i.wperm && \(builder.bind(.textArray(auth.permissionKeys)))")
+            RETURNING object_id, created_at, (xmax = 0) AS inserted
+            """
+        guard let row = try await db.run(sql, builder.params).first, let id = row["object_id"].string else { throw ParseError.objectNotFound }
+        let created = row["inserted"].bool ?? false
+        var json: JSONObject = ["objectId": .string(id)]
+        if created {
+            json["createdAt"] = .string(UTCTime.iso8601(milliseconds: now))
+        } else {
+            json["updatedAt"] = .string(UTCTime.iso8601(milliseconds: now))
+        }
+        return SaveResult(created: created, json: json)
+    }
+
+    /// PUT /installations/:id. installationId and deviceType may not change (136 in Parse; 111 here).
+    public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+        let plan = try WritePlan(body: body, isCreate: false, coreFields: Self.coreFields)
+        let core = try Self.core(plan)
+        try await schemas.resolve(className: ClassName.installation, record: plan.fieldTypes, on: db)
+        var builder = SQLBuilder()
+        var assignments: [String] = []
+        if let id = core.installationId { assignments.append("installation_id = CASE WHEN installation_id = \(builder.bind(.text(id))) THEN installation_id ELSE NULL END") }
+        if let type = core.deviceType { assignments.append("device_type = \(builder.bind(.text(type)))") }
+        if let token = core.deviceToken { assignments.append("device_token = \(builder.bind(token.map(PostgresData.text) ?? .null))") }
+        if let token = core.voipDeviceToken { assignments.append("voip_device_token = \(builder.bind(token.map(PostgresData.text) ?? .null))") }
+        if let userId = auth.userId { assignments.append("user_id = \(builder.bind(.text(userId)))") }
+        if case .some(let acl) = plan.acl { assignments.append(ACLSQL.assignments(acl, builder: &builder)) }
+        if plan.touchesData { assignments.append("data = \(plan.dataExpression(column: "data", builder: &builder))") }
+        let now = UTCTime.nowMilliseconds()
+        assignments.append("updated_at = \(builder.bind(.timestamp(milliseconds: now)))")
+        let sql = "UPDATE installations SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
+        let rows = try await db.run(sql, builder.params) { error in
+            error.sqlState == "23502" ? ParseError.incorrectType("installationId may not be changed in this operation") : nil
+        }
+        guard let row = rows.first else { throw ParseError.objectNotFound }
+        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
+        let data = RowJSON.data(row)
+        for field in plan.operationFields { response[field] = data[field] ?? .null }
+        return response
+    }
+
+    /// One installation, if readable by `auth`.
+    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+        var builder = SQLBuilder()
+        let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
+        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
+        return RowJSON.select(Self.json(row), keys: keys)
+    }
+
+    /// Deletes an installation (master only, as Parse).
+    public func delete(objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
+        guard auth.isMaster else {
+            throw ParseError.operationForbidden("Clients aren't allowed to perform the delete operation on the installation collection.")
+        }
+        guard !(try await db.run("DELETE FROM installations WHERE object_id = $1 RETURNING object_id", [.text(objectId)])).isEmpty else {
+            throw ParseError.objectNotFound("Object not found for delete.")
+        }
+    }
+
+    /// An installation row as Parse JSON.
+    public static func json(_ row: PostgresRow) -> JSONObject {
+        var object: JSONObject = ["objectId": .string(row["object_id"].string ?? "")]
+        object["installationId"] = .string(row["installation_id"].string ?? "")
+        if let type = row["device_type"].string { object["deviceType"] = .string(type) }
+        if let token = row["device_token"].string { object["deviceToken"] = .string(token) }
+        if let token = row["voip_device_token"].string { object["voipDeviceToken"] = .string(token) }
+        if let user = row["user_id"].string { object["user"] = ParseValue.pointer(className: ClassName.user, objectId: user) }
+        for (key, value) in RowJSON.data(row) where object[key] == nil { object[key] = value }
+        RowJSON.addMetadata(row, to: &object)
+        return object
+    }
+}

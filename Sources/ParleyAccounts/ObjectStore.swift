@@ -1,0 +1,106 @@
+import ParleyJSON
+import ParleyLog
+import ParleyPostgres
+
+/// Objects of user-defined classes (`objects` table): create, get, update with field operations,
+/// delete; ACLs enforced in SQL unless master.
+public struct ObjectStore: Sendable {
+    let schemas: SchemaStore
+
+    static let columns = "object_id, acl, data, created_at, updated_at"
+
+    /// 103 unless `className` is a valid user-defined class name.
+    public static func validate(className: String) throws(ParseError) {
+        guard ClassName.isValid(className) else {
+            throw ParseError.invalidClassName("Invalid classname: \(className), classnames can only have alphanumeric characters and _, and must start with an alpha character ")
+        }
+    }
+
+    /// Creates an object: returns `{objectId, createdAt}`.
+    public func create(className: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+        try Self.validate(className: className)
+        let plan = try WritePlan(body: body, isCreate: true)
+        try await schemas.resolve(className: className, record: plan.fieldTypes, on: db)
+        let acl: ACL? = plan.acl ?? nil
+        let (readers, writers) = ACLSQL.permissions(acl)
+        let now = UTCTime.nowMilliseconds()
+        for attempt in 0..<3 {
+            let objectId = RandomID.objectID()
+            var builder = SQLBuilder()
+            let geo = plan.geoPoint.map { ACLSQL.geo(latitude: $0.latitude, longitude: $0.longitude, builder: &builder) } ?? "NULL"
+            let sql = """
+                INSERT INTO objects (class_name, object_id, acl, rperm, wperm, data, geo, created_at, updated_at)
+                VALUES (\(builder.bind(.text(className))), \(builder.bind(.text(objectId))), \
+                \(builder.bind(acl.map { .json(JSONValue.object($0.json).serialized()) } ?? .null))::jsonb, \
+                \(builder.bind(.textArray(readers))), \(builder.bind(.textArray(writers))), \
+                \(builder.bind(.json(JSONValue.object(plan.initialData()).serialized()))), \(geo), \
+                \(builder.bind(.timestamp(milliseconds: now))), \(builder.bind(.timestamp(milliseconds: now))))
+                """
+            do {
+                _ = try await db.query(sql, builder.params)
+            } catch {
+                if error.isUniqueViolation && attempt < 2 { continue }
+                throw ParseError.database(error)
+            }
+            return ["objectId": .string(objectId), "createdAt": .string(UTCTime.iso8601(milliseconds: now))]
+        }
+        throw ParseError.internalError("could not allocate a unique objectId")
+    }
+
+    /// One object, if readable by `auth`; 101 otherwise.
+    public func get(className: String, objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+        try Self.validate(className: className)
+        var builder = SQLBuilder()
+        let sql = "SELECT \(Self.columns) FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
+            + ACLSQL.filter("rperm", auth: auth, builder: &builder)
+        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
+        return RowJSON.select(Self.json(row), keys: keys)
+    }
+
+    /// Applies an update body atomically (one UPDATE; operations are jsonb expressions on the
+    /// current row). 101 when missing or not writable. Returns `{updatedAt}` plus operation results.
+    public func update(className: String, objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+        try Self.validate(className: className)
+        let plan = try WritePlan(body: body, isCreate: false)
+        let types = try await schemas.resolve(className: className, record: plan.fieldTypes, lookup: plan.clearedFields, on: db)
+        var builder = SQLBuilder()
+        var assignments: [String] = []
+        if case .some(let acl) = plan.acl {
+            assignments.append(ACLSQL.assignments(acl, builder: &builder))
+        }
+        if plan.touchesData {
+            assignments.append("data = \(plan.dataExpression(column: "data", builder: &builder))")
+        }
+        if let geo = plan.geoPoint {
+            assignments.append("geo = \(ACLSQL.geo(latitude: geo.latitude, longitude: geo.longitude, builder: &builder))")
+        } else if plan.clearedFields.contains(where: { types[$0] == .geoPoint }) {
+            assignments.append("geo = NULL")
+        }
+        let now = UTCTime.nowMilliseconds()
+        assignments.append("updated_at = \(builder.bind(.timestamp(milliseconds: now)))")
+        let sql = "UPDATE objects SET \(assignments.joined(separator: ", ")) WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
+        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
+        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
+        let data = RowJSON.data(row)
+        for field in plan.operationFields { response[field] = data[field] ?? .null }
+        return response
+    }
+
+    /// Deletes an object if writable by `auth`; 101 otherwise.
+    public func delete(className: String, objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
+        try Self.validate(className: className)
+        var builder = SQLBuilder()
+        let sql = "DELETE FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING object_id"
+        guard !(try await db.run(sql, builder.params)).isEmpty else { throw ParseError.objectNotFound("Object not found for delete.") }
+    }
+
+    /// An object row as Parse JSON.
+    public static func json(_ row: PostgresRow) -> JSONObject {
+        var object: JSONObject = ["objectId": .string(row["object_id"].string ?? "")]
+        for (key, value) in RowJSON.data(row) where object[key] == nil { object[key] = value }
+        RowJSON.addMetadata(row, to: &object)
+        return object
+    }
+}

@@ -1,0 +1,236 @@
+import ParleyJSON
+
+/// A Parse REST query (`GET /classes/:name`, `GET /users`): the constraints and paging options
+/// of the request, validated but not yet compiled (see `QueryCompiler`).
+public struct ParseQuery: Sendable, Equatable {
+    /// One sort key of `order`: a field, ascending unless written with a leading `-`.
+    public struct OrderKey: Sendable, Equatable {
+        public var field: String
+        public var descending: Bool
+
+        public init(field: String, descending: Bool = false) {
+            self.field = field
+            self.descending = descending
+        }
+    }
+
+    /// Rows returned when the request gives no `limit`.
+    public static let defaultLimit = 100
+    /// Largest `limit`; a larger one is lowered to it (Parse Server's `maxLimit` behaviour).
+    public static let maxLimit = 1000
+    /// Largest `skip` (102 beyond): deep offsets cost a scan of every skipped row.
+    public static let maxSkip = 100_000
+    /// Largest `where` document, in bytes of JSON (107 beyond).
+    public static let maxWhereBytes = 64 * 1024
+    /// Deepest nesting of the `where` JSON (107 beyond).
+    public static let maxWhereDepth = 32
+
+    /// The Parse class queried (`_User` for `/users`).
+    public var className: String
+    /// The `where` object; nil matches every row.
+    public var `where`: JSONValue?
+    public var order: [OrderKey]
+    /// 0 returns no rows (use with `count`).
+    public var limit: Int
+    public var skip: Int
+    /// Fields to return besides `objectId`, `createdAt`, `updatedAt`; nil returns every field.
+    public var keys: [String]?
+    /// Whether the response carries `count` (the number of matching rows, ignoring limit and skip).
+    public var count: Bool
+
+    public init(className: String, where: JSONValue? = nil, order: [OrderKey] = [], limit: Int = ParseQuery.defaultLimit,
+                skip: Int = 0, keys: [String]? = nil, count: Bool = false) {
+        self.className = className
+        self.where = `where`
+        self.order = order
+        self.limit = limit
+        self.skip = skip
+        self.keys = keys
+        self.count = count
+    }
+
+    /// Whether a row's `field` belongs in the response given `keys`.
+    public func returns(_ field: String) -> Bool {
+        guard let keys else { return true }
+        return field == "objectId" || field == "createdAt" || field == "updatedAt" || keys.contains(field)
+    }
+
+    /// Parses the query-string parameters of a GET (already percent-decoded): `where` (JSON),
+    /// `order`, `limit`, `skip`, `keys`, `count`.
+    ///
+    /// Parameters whose name starts with `_` (Parse's request envelope) and the read-preference
+    /// hints are ignored; `include`, `excludeKeys`, `explain` and the like are refused (102),
+    /// as is any other name.
+    public static func fromRequest(className: String, parameters: [(name: String, value: String)]) throws(QueryError) -> ParseQuery {
+        var query = ParseQuery(className: className)
+        var seen: [String] = []
+        for (name, value) in parameters {
+            guard try accept(name, seen: &seen) else { continue }
+            switch name {
+            case "where": query.where = try parseWhere(value)
+            case "order": query.order = try parseOrder(value)
+            case "limit": query.limit = try parseLimit(value)
+            case "skip": query.skip = try parseSkip(value)
+            case "keys": query.keys = try parseKeys(value)
+            case "count": query.count = try parseCount(value)
+            default: try refuseUnsupported(name, empty: value.isEmpty)
+            }
+        }
+        return query
+    }
+
+    /// Parses the JSON body of the POST form of a query (`{"_method":"GET","where":{…},"limit":10}`):
+    /// the same parameters as `fromRequest`, as JSON values (`where` an object or its JSON text,
+    /// numbers as numbers or strings, `count` as 1, true or a string).
+    public static func fromJSON(className: String, body: JSONObject) throws(QueryError) -> ParseQuery {
+        var query = ParseQuery(className: className)
+        var seen: [String] = []
+        for (name, value) in body {
+            guard try accept(name, seen: &seen) else { continue }
+            switch name {
+            case "where":
+                switch value {
+                case .string(let text): query.where = try parseWhere(text)
+                case .object: query.where = value
+                case .null: query.where = nil
+                default: throw .invalidQuery("where must be a JSON object")
+                }
+            case "order": query.order = try parseOrder(try text(value, name))
+            case "limit": query.limit = try parseLimit(try text(value, name))
+            case "skip": query.skip = try parseSkip(try text(value, name))
+            case "keys":
+                if case .array(let items) = value {
+                    query.keys = try parseKeys(try items.map { item throws(QueryError) in try text(item, name) }.joined(separator: ","))
+                } else {
+                    query.keys = try parseKeys(try text(value, name))
+                }
+            case "count":
+                switch value {
+                case .bool(let flag): query.count = flag
+                default: query.count = try parseCount(try text(value, name))
+                }
+            default:
+                let empty: Bool
+                switch value {
+                case .null: empty = true
+                case .string(let text): empty = text.isEmpty
+                default: empty = false
+                }
+                try refuseUnsupported(name, empty: empty)
+            }
+        }
+        return query
+    }
+
+    // MARK: - Parameters
+
+    private static let ignoredParameters: Set<String> = ["readPreference", "includeReadPreference", "subqueryReadPreference", "hint", "comment"]
+    private static let unsupportedParameters: Set<String> = ["include", "excludeKeys", "includeAll", "explain", "redirectClassNameForKey"]
+
+    /// Whether `name` is a parameter to read (false: ignore it); refuses repeats.
+    private static func accept(_ name: String, seen: inout [String]) throws(QueryError) -> Bool {
+        if name.utf8.first == 0x5F || ignoredParameters.contains(name) { return false }
+        guard !seen.contains(name) else { throw .invalidQuery("parameter \(name) is given twice") }
+        seen.append(name)
+        return true
+    }
+
+    private static func refuseUnsupported(_ name: String, empty: Bool) throws(QueryError) {
+        if unsupportedParameters.contains(name) {
+            if empty { return }
+            throw .invalidQuery("\(name) is not supported")
+        }
+        throw .invalidQuery("Invalid parameter for query: \(name)")
+    }
+
+    private static func text(_ value: JSONValue, _ name: String) throws(QueryError) -> String {
+        switch value {
+        case .string(let text): return text
+        case .int(let number): return String(number)
+        case .double(let number):
+            guard let integer = Int64(exactly: number) else { throw .invalidQuery("\(name) must be an integer") }
+            return String(integer)
+        case .null: return ""
+        default: throw .invalidQuery("\(name) must be a string")
+        }
+    }
+
+    static func parseWhere(_ text: String) throws(QueryError) -> JSONValue? {
+        if text.isEmpty { return nil }
+        let value: JSONValue
+        do {
+            value = try JSONParser(maxDepth: maxWhereDepth, maxBytes: maxWhereBytes).parse(text)
+        } catch {
+            throw .invalidJSON("where is not valid JSON: \(error.description)")
+        }
+        guard case .object = value else { throw .invalidQuery("where must be a JSON object") }
+        return value
+    }
+
+    static func parseOrder(_ text: String) throws(QueryError) -> [OrderKey] {
+        var keys: [OrderKey] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            var name = part.trimmingSpaces()
+            if name.isEmpty {
+                if text.isEmpty { break }
+                throw .invalidQuery("order has an empty key")
+            }
+            var descending = false
+            if name.hasPrefix("-") {
+                descending = true
+                name.removeFirst()
+            }
+            guard FieldPath.isValidPath(name) else { throw .invalidQuery("invalid order key: \(String(part))") }
+            keys.append(OrderKey(field: name, descending: descending))
+        }
+        return keys
+    }
+
+    static func parseLimit(_ text: String) throws(QueryError) -> Int {
+        if text.isEmpty { return defaultLimit }
+        guard let value = parseNonNegative(text) else { throw .invalidQuery("limit must be a non-negative integer") }
+        return min(value, maxLimit)
+    }
+
+    static func parseSkip(_ text: String) throws(QueryError) -> Int {
+        if text.isEmpty { return 0 }
+        guard let value = parseNonNegative(text) else { throw .invalidQuery("skip must be a non-negative integer") }
+        guard value <= maxSkip else { throw .invalidQuery("skip must be at most \(maxSkip)") }
+        return value
+    }
+
+    /// Decimal digits as a count, saturating at `Int.max`; nil for anything else.
+    private static func parseNonNegative(_ text: String) -> Int? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(text) ?? Int.max
+    }
+
+    static func parseKeys(_ text: String) throws(QueryError) -> [String] {
+        var keys: [String] = []
+        for part in text.split(separator: ",") {
+            let name = part.trimmingSpaces()
+            if name.isEmpty { continue }
+            guard FieldPath.isValidName(name) else { throw .invalidQuery("invalid key in keys: \(String(part))") }
+            if !keys.contains(name) { keys.append(name) }
+        }
+        return keys
+    }
+
+    static func parseCount(_ text: String) throws(QueryError) -> Bool {
+        switch text {
+        case "1", "true": return true
+        case "", "0", "false": return false
+        default: throw .invalidQuery("count must be 1 or 0")
+        }
+    }
+}
+
+extension Substring {
+    /// The text without leading and trailing spaces.
+    fileprivate func trimmingSpaces() -> String {
+        var slice = self
+        while slice.first == " " { slice.removeFirst() }
+        while slice.last == " " { slice.removeLast() }
+        return String(slice)
+    }
+}

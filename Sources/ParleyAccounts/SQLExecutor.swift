@@ -1,0 +1,50 @@
+import ParleyPostgres
+
+/// Something that runs statements: the pooled client, or one transaction (for `POST /batch`
+/// with `"transaction": true`). Stores take one per call so the same code runs in both.
+public protocol SQLExecutor: Sendable {
+    func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows
+}
+
+extension PostgresClient: SQLExecutor {
+    public func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
+        try await query(sql, params, prepared: true)
+    }
+}
+
+extension PostgresTransaction: SQLExecutor {
+    public func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
+        try await query(sql, params, prepared: true)
+    }
+}
+
+extension SQLExecutor {
+    /// Runs a statement, turning database failures into `ParseError.internalError` (logged by the
+    /// caller), except the ones a caller maps itself (`mapping` returns nil to keep the default).
+    @discardableResult
+    func run(_ sql: String, _ params: [PostgresData], mapping: (PostgresError) -> ParseError? = { _ in nil }) async throws(ParseError) -> PostgresRows {
+        do {
+            return try await query(sql, params)
+        } catch {
+            if let mapped = mapping(error) { throw mapped }
+            throw ParseError.database(error)
+        }
+    }
+}
+
+extension ParseError {
+    /// A database failure as a Parse error: bad input the server caught (invalid text
+    /// representation, numeric overflow) → 111; everything else → internal (1).
+    static func database(_ error: PostgresError) -> ParseError {
+        switch error.sqlState {
+        case "22P02", "22003", "22023", "2202E":
+            return .incorrectType("value has the wrong type or is out of range for this field")
+        case "54000", "54001":
+            return .objectTooLarge("object too large")
+        case "57014":
+            return .internalError("statement timeout: \(error)")
+        default:
+            return .internalError("\(error)")
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import ParleyJSON
+import ParleyRealtime
+
+/// Plugs the call service into `/v1/socket`: `call.*` frames of open sessions, and closed
+/// connections. Register with `RealtimeService.register(handler:forTypePrefix: "call.")`.
+/// Invites count against the user's send rate limit (the one messages use).
+public struct CallFrameHandler: RealtimeFrameHandler {
+    let calls: CallService
+    let realtime: RealtimeService
+
+    public init(calls: CallService, realtime: RealtimeService) {
+        self.calls = calls
+        self.realtime = realtime
+    }
+
+    public func handle(type: String, frame: JSONObject, from connection: RealtimeConnection, device: DeviceKey) async throws(RealtimeFailure) -> [(String, JSONValue)] {
+        if type == "call.invite" {
+            let configuration = realtime.configuration
+            guard realtime.registry.takeSendTokens(device.userId, count: 1, rate: configuration.sendRatePerSecond, burst: configuration.sendBurst) else {
+                throw RealtimeFailure(.rateLimited, "calling too fast; slow down")
+            }
+        }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
+            calls.handle(type: type, object: frame, from: CallDevice(device)) { continuation.resume(returning: $0) }
+        }
+        switch result {
+        case .success(let fields):
+            return fields.map { ($0.key, $0.value) }
+        case .failure(let error):
+            throw RealtimeFailure(error.realtimeCode, error.description)
+        }
+    }
+
+    public func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {
+        // A connection replaced by a newer one of the same device does not take the device away.
+        if let current = realtime.registry.connection(for: device), current !== connection { return }
+        calls.deviceDisconnected(CallDevice(device))
+    }
+}
+
+extension CallError {
+    /// The realtime layer's code for this error (the same string as `code`).
+    public var realtimeCode: RealtimeErrorCode {
+        switch self {
+        case .invalidRequest: .badRequest
+        case .callNotFound: .callNotFound
+        case .callExists: .callExists
+        case .callEnded: .callEnded
+        case .cannotCallSelf: .cannotCallSelf
+        case .notCallee: .notCallee
+        case .notParty: .notParty
+        case .alreadyAnswered: .alreadyAnswered
+        case .notAnswered: .notAnswered
+        case .tooManyCalls: .tooManyCalls
+        case .limitExceeded: .limitExceeded
+        case .unavailable: .unavailable
+        }
+    }
+}

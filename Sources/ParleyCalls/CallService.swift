@@ -1,0 +1,500 @@
+import ParleyJSON
+import ParleyLog
+import ParleyMetrics
+import ParleyNet
+import ParleyPostgres
+import Synchronization
+
+/// Call signalling: runs each call's `CallStateMachine` on the loop where its invite arrived
+/// (timers included) and carries out its actions through the realtime layer and the store.
+///
+/// The realtime session hands it `call.*` frames (`handle`) and device connection changes
+/// (`deviceConnected`/`deviceDisconnected`); frames about a call owned by another loop hop to
+/// that loop. Replies go through the `respond` closure the session passes with each frame.
+public final class CallService: Sendable {
+    /// The answer to one frame: extra `ok` fields, or the refusal.
+    public typealias Respond = @Sendable (Result<JSONObject, CallError>) -> Void
+
+    public let configuration: CallConfiguration
+    let group: EventLoopGroup
+    let store: CallStore
+    let transport: any CallTransport
+    let directory: CallDirectory
+    let loops: [CallLoop]
+    let logger: Logger
+    private let running = Atomic<Bool>(false)
+    private let startedCounter: Counter?
+    private let endedCounters: [CallEndCause: Counter]
+
+    public init(group: EventLoopGroup, store: CallStore, transport: any CallTransport, configuration: CallConfiguration,
+                metrics: MetricsRegistry? = nil, logger: Logger = Logger(label: "calls")) {
+        self.group = group
+        self.store = store
+        self.transport = transport
+        self.configuration = configuration
+        self.logger = logger
+        let directory = CallDirectory()
+        self.directory = directory
+        loops = group.loops.map { CallLoop(loop: $0) }
+        startedCounter = metrics?.counter("parley_calls_started_total", help: "Call invites accepted.")
+        var ended: [CallEndCause: Counter] = [:]
+        if let metrics {
+            for cause in CallEndCause.allCases where cause != .otherDeviceAnswered {
+                ended[cause] = metrics.counter("parley_calls_ended_total", help: "Calls ended, by end cause.", labels: [("end_cause", cause.rawValue)])
+            }
+            metrics.addCollector {
+                [MetricsRegistry.Sample(name: "parley_calls_live", help: "Calls not ended yet on this node.", value: Double(directory.count))]
+            }
+        }
+        endedCounters = ended
+    }
+
+    /// Live calls on this node.
+    public var liveCalls: Int { directory.count }
+
+    /// Live calls `userId` takes part in on this node.
+    public func activeCalls(of userId: String) -> Int { directory.activeCalls(of: userId) }
+
+    // MARK: Frames
+
+    /// Handles a `call.*` frame from `device`; call on the device's connection loop. `respond`
+    /// is called exactly once (possibly from another loop); the events the frame causes are sent
+    /// from a later turn of the owner loop, so a reply delivered through a loop queue (a task
+    /// continuation) precedes them.
+    public func handle(type: String, object: JSONObject, from device: CallDevice, respond: @escaping Respond) {
+        let request: CallRequest
+        do {
+            request = try CallRequest.parse(type: type, object, limits: configuration.limits)
+        } catch {
+            respond(.failure(error))
+            return
+        }
+        switch request {
+        case .invite(let invite):
+            self.invite(invite, from: device, respond: respond)
+        case .ringing, .answer, .established, .candidates, .negotiate, .hangup:
+            forward(request, from: device, respond: respond)
+        }
+    }
+
+    private func invite(_ invite: CallInvite, from device: CallDevice, respond: @escaping Respond) {
+        guard invite.to != device.userId else { return respond(.failure(.cannotCallSelf)) }
+        let callLoop = currentLoop()
+        switch directory.reserve(callId: invite.callId, caller: device, calleeId: invite.to, loop: callLoop.loop.index,
+                                 maxCallsPerUser: configuration.maxCallsPerUser) {
+        case .exists: return respond(.failure(.callExists))
+        case .tooManyCalls: return respond(.failure(.tooManyCalls))
+        case .reserved: break
+        }
+        let machine = CallStateMachine(callId: invite.callId, caller: device, calleeId: invite.to, video: invite.video,
+                                       timeouts: configuration.timeouts, now: UTCTime.nowMilliseconds())
+        let record = CallRecord(machine, headers: invite.headers)
+        // The callee's connections here ring at once, before the call is stored: a connected
+        // callee exists, the id is new here and the callee's slot is known.
+        let calleeSlot = directory.claimCallee(callId: invite.callId, maxCallsPerUser: configuration.maxCallsPerUser)
+        let liveOffered = calleeSlot ? transport.sendToConnectedDevices(
+            CallFrames.incoming(callId: invite.callId, from: device.userId, video: invite.video, sdp: invite.sdp,
+                                headers: invite.headers, expiresAt: machine.expiresAt),
+            of: invite.to, except: nil) : 0
+        let key = CallDirectory.key(invite.callId)
+        if callLoop.loop.inEventLoop {
+            callLoop.beginStoring(key)
+        } else {
+            callLoop.loop.execute { callLoop.beginStoring(key) }
+        }
+        Task(executorPreference: callLoop.loop) { [self] in
+            // The callee's devices are read while the call is stored (one round trip for both).
+            async let devices = transport.devices(of: invite.to)
+            let insertion: CallStore.Insertion
+            do {
+                insertion = try await store.insert(record)
+            } catch {
+                logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
+                _ = try? await devices
+                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
+            }
+            let calleeDevices: [String]?
+            do {
+                calleeDevices = try await devices
+            } catch {
+                logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
+                calleeDevices = nil
+            }
+            guard insertion.inserted else {
+                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .callExists, on: callLoop, respond: respond)
+            }
+            let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp,
+                                  calleeExists: insertion.calleeExists || liveOffered > 0, calleeDevices: calleeDevices ?? [],
+                                  calleeSlot: calleeSlot, liveOffered: liveOffered)
+            callLoop[entry.key] = entry
+            startedCounter?.increment()
+            respond(.success(JSONObject([("callId", .string(invite.callId))])))
+            let actions = entry.machine.start()
+            let held = callLoop.endStoring(entry.key)
+            // After the reply is on its way (see `handle`).
+            callLoop.loop.executeLocal { [self] in
+                run(actions, entry: entry, on: callLoop)
+                for frame in held {
+                    process(frame.event, from: frame.device, respond: frame.respond, entry: entry, on: callLoop)
+                }
+                // Without the device list only the connections here were offered the call.
+                if calleeDevices == nil, liveOffered == 0 {
+                    apply(.failed(error: "unavailable"), to: entry, on: callLoop)
+                }
+                // The caller's connection may have gone while the call was being stored.
+                if entry.machine.state != .ended, !transport.isConnected(device) {
+                    apply(.connectionLost(device), to: entry, on: callLoop)
+                }
+            }
+        }
+    }
+
+    /// An invite that could not be stored: frees its id and slots, and ends it for the callee
+    /// connections that were already ringing.
+    private func refuse(_ machine: CallStateMachine, headers: JSONObject, liveOffered: Int, _ error: CallError, on callLoop: CallLoop,
+                        respond: Respond) {
+        directory.release(callId: machine.callId, ended: false)
+        for frame in callLoop.endStoring(CallDirectory.key(machine.callId)) {
+            frame.respond(.failure(.callNotFound))
+        }
+        if liveOffered > 0 {
+            var ended = machine
+            _ = try? ended.handle(.failed(error: error.code), now: UTCTime.nowMilliseconds())
+            transport.sendToConnectedDevices(CallFrames.event(.ended(.failure, error: error.code), record: CallRecord(ended, headers: headers)),
+                                             of: machine.calleeId, except: nil)
+        }
+        respond(.failure(error))
+    }
+
+    private func forward(_ request: CallRequest, from device: CallDevice, respond: @escaping Respond) {
+        let callId = request.callId
+        let event = Self.event(for: request, from: device)
+        guard let owner = directory.owner(of: callId) else {
+            return answerUnknown(callId, from: device, respond: respond)
+        }
+        let callLoop = loops[owner]
+        callLoop.loop.execute { [self] in
+            let key = CallDirectory.key(callId)
+            guard let entry = callLoop[key] else {
+                if callLoop.isStoring(key) {
+                    if !callLoop.hold(CallLoop.HeldFrame(event: event, device: device, respond: respond), for: key) {
+                        respond(.failure(.limitExceeded("too many frames for a call being set up")))
+                    }
+                    return
+                }
+                return answerUnknown(callId, from: device, respond: respond)
+            }
+            process(event, from: device, respond: respond, entry: entry, on: callLoop)
+        }
+    }
+
+    /// Loop thread: one device frame for a live call.
+    private func process(_ event: CallEvent, from device: CallDevice, respond: Respond, entry: CallEntry, on callLoop: CallLoop) {
+        // A frame from a party is proof that its connection is back.
+        if entry.machine.absent.contains(where: { side in self.device(of: side, in: entry) == device }) {
+            apply(.connectionRestored(device), to: entry, on: callLoop)
+        }
+        let actions: [CallAction]
+        do throws(CallError) {
+            actions = try entry.machine.handle(event, now: UTCTime.nowMilliseconds())
+        } catch {
+            return respond(.failure(error))
+        }
+        respond(.success(JSONObject([("callId", .string(entry.machine.callId))])))
+        if case .answer = event, entry.machine.answerer == device {
+            directory.setAnswerer(callId: entry.machine.callId, device: device)
+        }
+        // The reply goes out through the loop's queue (the realtime layer answers when the
+        // handler returns), so events to the same device are queued after it.
+        callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
+    }
+
+    /// A frame about a call not live here: ended (recently, or per the database) or unknown.
+    private func answerUnknown(_ callId: String, from device: CallDevice, respond: @escaping Respond) {
+        if directory.recentlyEnded(callId) { return respond(.failure(.callEnded)) }
+        let store = self.store
+        Task(executorPreference: currentLoop().loop) {
+            do {
+                guard let record = try await store.find(callId),
+                      record.caller.userId == device.userId || record.calleeId == device.userId
+                else { return respond(.failure(.callNotFound)) }
+                respond(.failure(record.state == .ended ? .callEnded : .callNotFound))
+            } catch {
+                respond(.failure(.unavailable))
+            }
+        }
+    }
+
+    static func event(for request: CallRequest, from device: CallDevice) -> CallEvent {
+        switch request {
+        case .invite:
+            preconditionFailure("an invite creates a call; it is no event of one")
+        case .ringing:
+            return .ringing(from: device)
+        case .answer(_, let sdp):
+            return .answer(from: device, sdp: sdp)
+        case .established:
+            return .established(from: device)
+        case .candidates(_, let candidates):
+            return .candidates(from: device, candidates: candidates)
+        case .negotiate(_, let sdp, let kind):
+            return .negotiate(from: device, payload: JSONObject([("sdp", .string(sdp)), ("kind", .string(kind))]))
+        case .hangup(_, let busy):
+            return .hangup(from: device, busy: busy)
+        }
+    }
+
+    // MARK: Connections
+
+    /// A device's connection opened (after `welcome`); any thread.
+    public func deviceConnected(_ device: CallDevice) {
+        notifyCalls(of: device, .connectionRestored(device))
+    }
+
+    /// A device's connection closed and no newer connection of the same device replaced it;
+    /// any thread.
+    public func deviceDisconnected(_ device: CallDevice) {
+        notifyCalls(of: device, .connectionLost(device))
+    }
+
+    private func notifyCalls(of device: CallDevice, _ event: CallEvent) {
+        for (key, index) in directory.calls(of: device) {
+            let callLoop = loops[index]
+            callLoop.loop.execute { [self] in
+                guard let entry = callLoop[key] else { return }
+                apply(event, to: entry, on: callLoop)
+            }
+        }
+    }
+
+    // MARK: Actions
+
+    /// Loop thread: feeds an event that refuses nothing (routing, connection, timer).
+    private func apply(_ event: CallEvent, to entry: CallEntry, on callLoop: CallLoop) {
+        guard let actions = try? entry.machine.handle(event, now: UTCTime.nowMilliseconds()) else { return }
+        run(actions, entry: entry, on: callLoop)
+    }
+
+    /// Loop thread: carries out the actions in order.
+    private func run(_ actions: [CallAction], entry: CallEntry, on callLoop: CallLoop) {
+        callLoop.loop.preconditionInEventLoop()
+        for action in actions {
+            switch action {
+            case .send(let message, let recipient):
+                deliver(message, to: recipient, entry: entry)
+            case .arm(let timer, let delay):
+                let key = entry.key
+                entry.timers[timer] = callLoop.loop.schedule(after: delay) { [self] in
+                    guard let entry = callLoop[key] else { return }
+                    entry.timers[timer] = nil
+                    // A party that reconnected without a frame since is back all the same.
+                    if case .grace(let side) = timer, let device = device(of: side, in: entry), transport.isConnected(device) {
+                        return apply(.connectionRestored(device), to: entry, on: callLoop)
+                    }
+                    apply(.timerFired(timer), to: entry, on: callLoop)
+                }
+            case .cancel(let timer):
+                if let id = entry.timers.removeValue(forKey: timer) { callLoop.loop.cancel(id) }
+            case .persist:
+                // The row is rewritten at the answer and at the end; the steps between reach it
+                // with the next of those writes (fewer statements per call).
+                if entry.machine.state == .answered || entry.machine.state == .ended { persist(entry) }
+            case .offer(let expiresAt):
+                offer(entry, expiresAt: expiresAt, on: callLoop)
+            case .finish:
+                finish(entry, on: callLoop)
+            }
+        }
+    }
+
+    /// Reports the callee's connections that got `call.incoming` at the invite, and queues it
+    /// for the callee's other devices (offline, or on another node).
+    private func offer(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
+        guard entry.calleeExists else { return apply(.calleeUnknown, to: entry, on: callLoop) }
+        guard entry.calleeSlot else { return apply(.calleeBusy, to: entry, on: callLoop) }
+        if entry.liveOffered > 0 { apply(.offered(deviceCount: entry.liveOffered), to: entry, on: callLoop) }
+        let machine = entry.machine
+        let calleeId = machine.calleeId
+        let away = entry.calleeDevices.filter { !transport.isConnected(CallDevice(userId: calleeId, deviceId: $0)) }
+        guard !away.isEmpty else { return }
+        entry.queuedOffered = Set(away)
+        let frame = CallFrames.incoming(callId: machine.callId, from: machine.caller.userId, video: machine.details.video, sdp: entry.sdp,
+                                        headers: entry.headers, expiresAt: expiresAt)
+        let liveCount = entry.liveOffered
+        queueForCallee(entry, frame, devices: away, expiresAt: expiresAt) { [self] result in
+            switch result {
+            case .success(let count):
+                apply(.offered(deviceCount: count), to: entry, on: callLoop)
+            case .failure(let error):
+                logger.warning("queueing call.incoming failed", [("callId", machine.callId), ("error", "\(error)")])
+                if liveCount == 0 { apply(.failed(error: "unavailable"), to: entry, on: callLoop) }
+            }
+        }
+    }
+
+    private func deliver(_ message: CallMessage, to recipient: CallRecipient, entry: CallEntry) {
+        let frame = CallFrames.event(message, record: entry.record)
+        let isEnded = if case .ended = message { true } else { false }
+        switch recipient {
+        case .caller:
+            deliver(frame, toParty: entry.machine.caller, queueIfAway: isEnded)
+        case .answerer:
+            guard let answerer = entry.machine.answerer else { return }
+            deliver(frame, toParty: answerer, queueIfAway: isEnded)
+        case .calleeDevices(let except):
+            // The way each device was offered the call: live, or through its queue (after the
+            // invite, so that a device that was offline learns the end when it connects).
+            if entry.liveOffered > 0 {
+                transport.sendToConnectedDevices(frame, of: entry.machine.calleeId, except: except)
+            }
+            let queued = entry.queuedOffered.filter { $0 != except }.sorted()
+            guard !queued.isEmpty else { return }
+            let expiresAt = max(entry.machine.expiresAt, UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
+            queueForCallee(entry, frame, devices: queued, expiresAt: expiresAt, completion: nil)
+        }
+    }
+
+    /// Queues an event for callee devices after the ones queued before it for this call.
+    private func queueForCallee(_ entry: CallEntry, _ frame: JSONObject, devices: [String], expiresAt: Int64,
+                                completion: ((Result<Int, any Error>) -> Void)?) {
+        entry.calleeEvents.append(CallEntry.CalleeEvent(frame: frame, devices: devices, expiresAt: expiresAt, completion: completion))
+        guard !entry.calleeEventsDraining else { return }
+        entry.calleeEventsDraining = true
+        let calleeId = entry.machine.calleeId
+        Task(executorPreference: entry.loop) { [self] in
+            while !entry.calleeEvents.isEmpty {
+                let event = entry.calleeEvents.removeFirst()
+                let result: Result<Int, any Error>
+                do {
+                    result = .success(try await transport.enqueue(event.frame, forDevicesOf: calleeId, only: event.devices, expiresAt: event.expiresAt))
+                } catch {
+                    result = .failure(error)
+                    if event.completion == nil {
+                        logger.warning("queueing a call event failed", [("type", event.frame["type"]?.string ?? ""), ("error", "\(error)")])
+                    }
+                }
+                event.completion?(result)
+            }
+            entry.calleeEventsDraining = false
+        }
+    }
+
+    /// Live to the party's device; a `call.ended` for a device that is away is queued for the
+    /// grace period, so it learns the outcome if it comes back.
+    private func deliver(_ frame: JSONObject, toParty device: CallDevice, queueIfAway: Bool) {
+        guard !transport.send(frame, to: device), queueIfAway else { return }
+        enqueue(frame, for: device, expiresAt: UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
+    }
+
+    private func enqueue(_ frame: JSONObject, for device: CallDevice, expiresAt: Int64) {
+        let transport = self.transport, logger = self.logger
+        Task {
+            do {
+                _ = try await transport.enqueue(frame, forDevicesOf: device.userId, only: [device.deviceId], expiresAt: expiresAt)
+            } catch {
+                logger.warning("queueing a call event failed", [("type", frame["type"]?.string ?? ""), ("error", "\(error)")])
+            }
+        }
+    }
+
+    /// The device of a party of an answered call.
+    private func device(of side: CallSide, in entry: CallEntry) -> CallDevice? {
+        side == .caller ? entry.machine.caller : entry.machine.answerer
+    }
+
+    /// Writes the call's record; writes requested while one is in flight collapse into one more.
+    private func persist(_ entry: CallEntry) {
+        if entry.writing {
+            entry.dirty = true
+            return
+        }
+        entry.writing = true
+        Task(executorPreference: entry.loop) { [self] in
+            repeat {
+                entry.dirty = false
+                let record = entry.record
+                do {
+                    try await store.update(record)
+                } catch {
+                    logger.error("updating a call failed", [("callId", record.callId), ("error", "\(error)")])
+                }
+            } while entry.dirty
+            entry.writing = false
+        }
+    }
+
+    private func finish(_ entry: CallEntry, on callLoop: CallLoop) {
+        callLoop[entry.key] = nil
+        for id in entry.timers.values { callLoop.loop.cancel(id) }
+        entry.timers = [:]
+        directory.release(callId: entry.machine.callId, ended: true)
+        if let cause = entry.machine.details.endCause { endedCounters[cause]?.increment() }
+        logger.debug("call ended", [("callId", entry.machine.callId), ("endCause", entry.machine.details.endCause?.rawValue ?? "")])
+    }
+
+    // MARK: REST
+
+    /// `GET /v1/calls` for `userId`: `{results: [details…]}`, newest first, before the call
+    /// `before` when given.
+    public func history(userId: String, before: String?, limit: Int) async throws(CallError) -> JSONValue {
+        if let before, !CallRequest.isUUID(before) { throw .invalidRequest("\"before\" must be a callId") }
+        do {
+            let records = try await store.history(userId: userId, before: before, limit: limit)
+            return ["results": .array(records.map(\.json))]
+        } catch {
+            throw .unavailable
+        }
+    }
+
+    /// `GET /v1/turn` for `userId`: credentials, or `{}` when TURN is not configured.
+    public func turnCredentials(for userId: String) -> JSONValue {
+        guard let turn = configuration.turn else { return .object(JSONObject()) }
+        return TURNCredentials(userId: userId, configuration: turn, nowSeconds: UTCTime.nowMilliseconds() / 1000).json
+    }
+
+    /// Starts closing, now and then every `interval`, the calls that nodes which stopped
+    /// heartbeating for `nodeStaleAfter` left live in the table.
+    public func start(nodeStaleAfter: Duration, interval: Duration = .seconds(60)) {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let loop = group.loops[0]
+        loop.execute { [self] in sweep(every: interval, staleAfter: nodeStaleAfter, on: loop, after: .seconds(1)) }
+    }
+
+    /// Stops the periodic sweep.
+    public func shutdown() {
+        running.store(false, ordering: .releasing)
+    }
+
+    private func sweep(every interval: Duration, staleAfter: Duration, on loop: EventLoop, after delay: Duration) {
+        loop.schedule(after: delay) { [self] in
+            guard running.load(ordering: .acquiring) else { return }
+            Task(executorPreference: loop) { [self] in
+                await endAbandonedCalls(nodeStaleAfter: staleAfter)
+                sweep(every: interval, staleAfter: staleAfter, on: loop, after: interval)
+            }
+        }
+    }
+
+    /// Closes calls a stopped node (or this node's previous run) left live in the table.
+    @discardableResult
+    public func endAbandonedCalls(nodeStaleAfter: Duration) async -> Int {
+        do {
+            let count = try await store.endAbandoned(liveNodes: try await store.liveNodes(staleAfter: nodeStaleAfter))
+            if count > 0 { logger.notice("closed calls left live by a stopped node", [("count", "\(count)")]) }
+            return count
+        } catch {
+            logger.error("closing abandoned calls failed", [("error", "\(error)")])
+            return 0
+        }
+    }
+
+    // MARK: Loops
+
+    /// The calling loop's state, or the next loop's when called off the group's loops.
+    private func currentLoop() -> CallLoop {
+        if let current = EventLoop.current, current.index < loops.count, loops[current.index].loop === current {
+            return loops[current.index]
+        }
+        return loops[group.next().index]
+    }
+}

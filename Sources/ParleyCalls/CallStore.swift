@@ -1,0 +1,155 @@
+import ParleyJSON
+import ParleyPostgres
+
+/// The `calls` table: each call's record, and a user's history.
+public struct CallStore: Sendable {
+    /// Most calls `history` returns at once.
+    public static let maxPageSize = 200
+
+    let database: PostgresClient
+    /// Written into each row, so a node's leftover live calls can be closed at its next start.
+    let nodeId: String
+
+    public init(database: PostgresClient, nodeId: String) {
+        self.database = database
+        self.nodeId = nodeId
+    }
+
+    /// Commits the statement's transaction without waiting for the WAL flush. A call row is a
+    /// record, not a promise made to a client: losing the last fraction of a second of them in a
+    /// PostgreSQL crash is acceptable (the live calls die with the node anyway), and it keeps a
+    /// disk flush off the call-setup path. Duplicate ids are still refused at once.
+    static let asynchronousCommit = "SELECT set_config('synchronous_commit', 'off', true)"
+
+    private static let columns = """
+        id, caller_id, caller_device, callee_id, answer_device, video, headers::text AS headers, state, \
+        started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error
+        """
+
+    /// What `insert` found.
+    public struct Insertion: Sendable, Equatable {
+        /// False when a call with this id (in any case) already exists; nothing was written.
+        public var inserted: Bool
+        /// Whether the callee is an existing `_User` (checked in the same round trip).
+        public var calleeExists: Bool
+
+        public init(inserted: Bool, calleeExists: Bool) {
+            self.inserted = inserted
+            self.calleeExists = calleeExists
+        }
+    }
+
+    /// Stores a new call, and checks in the same statement that its callee exists.
+    public func insert(_ record: CallRecord) async throws(PostgresError) -> Insertion {
+        let rows = try await database.query("""
+            WITH async AS (\(Self.asynchronousCommit)), ins AS (
+                INSERT INTO calls (id, caller_id, caller_device, callee_id, answer_device, video, headers, state, node_id,
+                                   started_at, progressed_at, rung_at, answered_at, established_at, ended_at, end_cause, error)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                ON CONFLICT DO NOTHING
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM ins) = 1 AS inserted, EXISTS (SELECT 1 FROM users WHERE object_id = $4) AS callee_exists
+              FROM async
+            """, parameters(record, includeIdentity: true))
+        return Insertion(inserted: rows.first?["inserted"].bool ?? false, calleeExists: rows.first?["callee_exists"].bool ?? false)
+    }
+
+    /// Rewrites the mutable part of a stored call (state, answering device, timeline, outcome).
+    public func update(_ record: CallRecord) async throws(PostgresError) {
+        try await database.query("""
+            WITH async AS (\(Self.asynchronousCommit))
+            UPDATE calls SET answer_device = $2, state = $3, progressed_at = $4, rung_at = $5, answered_at = $6,
+                             established_at = $7, ended_at = $8, end_cause = $9, error = $10
+              FROM async
+             WHERE id = $1
+            """, parameters(record, includeIdentity: false))
+    }
+
+    /// The call with this id (any case), if stored.
+    public func find(_ callId: String) async throws(PostgresError) -> CallRecord? {
+        let rows = try await database.query("SELECT \(Self.columns) FROM calls WHERE lower(id) = lower($1)", [.text(callId)])
+        return rows.first.flatMap(Self.record)
+    }
+
+    /// `userId`'s calls as caller or callee, newest first, started before the call `before`
+    /// (when given), at most `limit` (clamped to 1...maxPageSize).
+    public func history(userId: String, before: String? = nil, limit: Int) async throws(PostgresError) -> [CallRecord] {
+        let limit = min(max(limit, 1), Self.maxPageSize)
+        let cursor = "($3::text IS NULL OR (c.started_at, c.id) < (SELECT b.started_at, b.id FROM calls b WHERE lower(b.id) = lower($3) AND (b.caller_id = $1 OR b.callee_id = $1)))"
+        let rows = try await database.query("""
+            SELECT * FROM (
+                (SELECT \(Self.columns) FROM calls c WHERE c.caller_id = $1 AND \(cursor)
+                  ORDER BY c.started_at DESC, c.id DESC LIMIT $2)
+                UNION ALL
+                (SELECT \(Self.columns) FROM calls c WHERE c.callee_id = $1 AND c.caller_id <> $1 AND \(cursor)
+                  ORDER BY c.started_at DESC, c.id DESC LIMIT $2)
+            ) h
+            ORDER BY h.started_at DESC, h.id DESC
+            LIMIT $2
+            """, [.text(userId), .int(limit), before.map { .text($0) } ?? .null])
+        return rows.compactMap(Self.record)
+    }
+
+    /// Whether a `_User` with this objectId exists.
+    public func userExists(_ userId: String) async throws(PostgresError) -> Bool {
+        try await database.query("SELECT 1 FROM users WHERE object_id = $1", [.text(userId)]).count == 1
+    }
+
+    /// Nodes whose realtime heartbeat (`rt_nodes`) is more recent than `staleAfter`.
+    public func liveNodes(staleAfter: Duration) async throws(PostgresError) -> [String] {
+        let rows = try await database.query("SELECT node_id FROM rt_nodes WHERE heartbeat_at > now() - make_interval(secs => $1)",
+                                            [.double(Double(staleAfter.milliseconds) / 1000)])
+        return rows.compactMap { $0["node_id"].string }
+    }
+
+    /// Ends, as `failure`/`error`, every call still live in the table whose node is neither
+    /// this one nor one of `liveNodes` (its state was in the memory of a process that is gone).
+    /// Returns how many were closed.
+    @discardableResult
+    public func endAbandoned(liveNodes: [String], error: String = "server_restarted") async throws(PostgresError) -> Int {
+        let rows = try await database.query("""
+            UPDATE calls SET state = 'ended', ended_at = now(), end_cause = 'failure', error = $2
+             WHERE state <> 'ended' AND (node_id IS NULL OR NOT (node_id = ANY ($1::text[])))
+            """, [.textArray(liveNodes + [nodeId]), .text(error)])
+        return rows.affectedRows
+    }
+
+    private func parameters(_ record: CallRecord, includeIdentity: Bool) -> [PostgresData] {
+        func time(_ milliseconds: Int64?) -> PostgresData {
+            milliseconds.map { .timestamp(milliseconds: $0) } ?? .null
+        }
+        let details = record.details
+        let mutable: [PostgresData] = [
+            record.answerDevice.map { .text($0) } ?? .null,
+            .text(record.state.rawValue),
+            time(details.progressedAt), time(details.rungAt), time(details.answeredAt), time(details.establishedAt), time(details.endedAt),
+            details.endCause.map { .text($0.rawValue) } ?? .null,
+            details.error.map { .text($0) } ?? .null,
+        ]
+        guard includeIdentity else { return [.text(record.callId)] + mutable }
+        return [
+            .text(record.callId), .text(record.caller.userId), .text(record.caller.deviceId), .text(record.calleeId),
+            mutable[0], .bool(details.video), .json(JSONValue.object(record.headers).serialized()), mutable[1], .text(nodeId),
+            .timestamp(milliseconds: details.startedAt),
+        ] + mutable[2...]
+    }
+
+    private static func record(_ row: PostgresRow) -> CallRecord? {
+        guard let callId = row["id"].string, let callerId = row["caller_id"].string, let callerDevice = row["caller_device"].string,
+              let calleeId = row["callee_id"].string, let stateName = row["state"].string, let state = CallState(rawValue: stateName),
+              let startedAt = row["started_at"].timestampMilliseconds
+        else { return nil }
+        var details = CallDetails(startedAt: startedAt, video: row["video"].bool ?? false)
+        details.progressedAt = row["progressed_at"].timestampMilliseconds
+        details.rungAt = row["rung_at"].timestampMilliseconds
+        details.answeredAt = row["answered_at"].timestampMilliseconds
+        details.establishedAt = row["established_at"].timestampMilliseconds
+        details.endedAt = row["ended_at"].timestampMilliseconds
+        details.endCause = row["end_cause"].string.flatMap(CallEndCause.init(rawValue:))
+        details.error = row["error"].string
+        let headers = row["headers"].string.flatMap { try? JSONParser().parse($0).object } ?? JSONObject()
+        return CallRecord(callId: callId, caller: CallDevice(userId: callerId, deviceId: callerDevice), calleeId: calleeId,
+                          answerDevice: row["answer_device"].string, headers: headers, state: state, details: details)
+    }
+}

@@ -1,0 +1,28 @@
+import ParleyJSON
+
+/// What the call service needs from the realtime layer: live delivery to the devices connected
+/// to this node, the list of a user's devices, and the durable per-device queues (for devices
+/// that are offline or connected to another node). Implemented over ParleyRealtime by
+/// `RealtimeCallTransport`; every method may be called from any thread.
+public protocol CallTransport: Sendable {
+    /// Sends `event` to the device's live connection on this node; false when the device is
+    /// not connected here (nothing is queued).
+    @discardableResult
+    func send(_ event: JSONObject, to device: CallDevice) -> Bool
+
+    /// Sends `event` to every live connection of `userId` on this node except the device
+    /// `except`; returns how many got it.
+    @discardableResult
+    func sendToConnectedDevices(_ event: JSONObject, of userId: String, except: String?) -> Int
+
+    /// Whether the device has a live connection on this node.
+    func isConnected(_ device: CallDevice) -> Bool
+
+    /// Every device `userId` has (connected or not).
+    func devices(of userId: String) async throws -> [String]
+
+    /// Queues `event` durably for the given devices of `userId`, to be delivered until
+    /// `expiresAt` (Unix ms): a device connected to some node gets it at once, the others when
+    /// they connect (a push job is created for them). Returns how many devices it was queued for.
+    func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int
+}

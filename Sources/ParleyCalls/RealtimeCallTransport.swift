@@ -1,0 +1,67 @@
+import ParleyJSON
+import ParleyRealtime
+import ParleyWebSocket
+
+/// `CallTransport` over the realtime service: live frames through the connection registry, the
+/// user's devices from `rt_devices`, durable events through the delivery queue (which also
+/// creates push jobs for offline devices and tells other nodes).
+public struct RealtimeCallTransport: CallTransport {
+    let realtime: RealtimeService
+
+    public init(realtime: RealtimeService) {
+        self.realtime = realtime
+    }
+
+    public func send(_ event: JSONObject, to device: CallDevice) -> Bool {
+        guard let connection = realtime.registry.connection(for: DeviceKey(device)) else { return false }
+        connection.send(frame: Self.frame(event))
+        return true
+    }
+
+    public func sendToConnectedDevices(_ event: JSONObject, of userId: String, except: String?) -> Int {
+        var connections = realtime.registry.connections(ofUser: userId)
+        if let except, let skipped = realtime.registry.connection(for: DeviceKey(userId: userId, deviceId: except)) {
+            connections.removeAll { $0 === skipped }
+        }
+        guard !connections.isEmpty else { return 0 }
+        let frame = Self.frame(event)
+        for connection in connections { connection.send(frame: frame) }
+        return connections.count
+    }
+
+    static func frame(_ event: JSONObject) -> [UInt8] {
+        var payload: [UInt8] = []
+        JSONValue.object(event).serialize(into: &payload)
+        return WebSocketFrameEncoder.encode(opcode: .text, payload: payload)
+    }
+
+    public func isConnected(_ device: CallDevice) -> Bool {
+        realtime.registry.connection(for: DeviceKey(device)) != nil
+    }
+
+    public func devices(of userId: String) async throws -> [String] {
+        let rows = try await realtime.database.query("SELECT device_id FROM rt_devices WHERE user_id = $1 ORDER BY device_id", [.text(userId)])
+        return rows.compactMap { $0["device_id"].string }
+    }
+
+    public func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int {
+        var queued = 0
+        for deviceId in deviceIds {
+            queued += try await realtime.queue.enqueue(event: event, toDevicesOf: [userId], onlyDevice: DeviceKey(userId: userId, deviceId: deviceId),
+                                                       toUsersWithoutDevices: false, expiresAt: expiresAt).count
+        }
+        return queued
+    }
+}
+
+extension DeviceKey {
+    init(_ device: CallDevice) {
+        self.init(userId: device.userId, deviceId: device.deviceId)
+    }
+}
+
+extension CallDevice {
+    init(_ key: DeviceKey) {
+        self.init(userId: key.userId, deviceId: key.deviceId)
+    }
+}

@@ -1,0 +1,56 @@
+import COpenSSL
+import ParleyJSON
+
+/// Time-limited TURN credentials in coturn's shared-secret ("TURN REST API") format.
+///
+/// `username` is `<expiry unix seconds>:<userId>`; `password` is the base64 of
+/// HMAC-SHA1(secret, username). The TURN server recomputes the password from the username and
+/// refuses it after the expiry, so Parley never talks to the TURN server.
+public struct TURNCredentials: Sendable, Equatable {
+    public var uris: [String]
+    public var username: String
+    public var password: String
+    /// Seconds the credential stays valid from when it was issued.
+    public var ttl: Int64
+
+    /// Credentials for `userId`, valid for `configuration.ttl` from `nowSeconds`.
+    public init(userId: String, configuration: TURNConfiguration, nowSeconds: Int64) {
+        let ttl = max(1, configuration.ttl.components.seconds)
+        uris = configuration.uris
+        username = "\(nowSeconds + ttl):\(userId)"
+        password = TURNCredentials.password(username: username, secret: configuration.secret)
+        self.ttl = ttl
+    }
+
+    /// The coturn password for `username`: base64(HMAC-SHA1(secret, username)).
+    public static func password(username: String, secret: String) -> String {
+        base64(hmacSHA1(key: Array(secret.utf8), message: Array(username.utf8)))
+    }
+
+    /// `{uris, username, password, ttl}` as `GET /v1/turn` returns it.
+    public var json: JSONValue {
+        ["uris": .array(uris.map { .string($0) }), "username": .string(username), "password": .string(password), "ttl": .int(ttl)]
+    }
+
+    /// HMAC-SHA1 of `message` under `key` (OpenSSL).
+    public static func hmacSHA1(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let done = key.withUnsafeBytes { keyBytes in
+            message.withUnsafeBufferPointer { messageBytes in
+                HMAC(EVP_sha1(), keyBytes.baseAddress, Int32(key.count), messageBytes.baseAddress, messageBytes.count, &digest, &length)
+            }
+        }
+        precondition(done != nil && length == 20, "HMAC-SHA1 failed")
+        return Array(digest.prefix(Int(length)))
+    }
+
+    /// Standard base64 with padding (OpenSSL's `EVP_EncodeBlock`).
+    static func base64(_ bytes: [UInt8]) -> String {
+        var output = [UInt8](repeating: 0, count: (bytes.count + 2) / 3 * 4 + 1)
+        let written = bytes.withUnsafeBufferPointer { input in
+            EVP_EncodeBlock(&output, input.baseAddress, Int32(input.count))
+        }
+        return String(decoding: output.prefix(Int(written)), as: UTF8.self)
+    }
+}

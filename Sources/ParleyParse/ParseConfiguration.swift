@@ -1,0 +1,23 @@
+/// Settings of the Parse-compatible REST API.
+public struct ParseConfiguration: Sendable {
+    /// The application id clients must send (`X-Parse-Application-Id` or `_ApplicationId`).
+    public var applicationID: String
+    /// The master key; nil disables master-key access.
+    public var masterKey: String?
+    /// The REST API key; when set, non-master requests must send it (`X-Parse-REST-API-Key`).
+    public var restAPIKey: String?
+    /// Where the API is mounted (`/parse`).
+    public var mountPath: String
+    /// Most sub-requests in one `POST /batch`.
+    public var maxBatchRequests: Int
+
+    public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse", maxBatchRequests: Int = 50) {
+        self.applicationID = applicationID
+        self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
+        self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
+        var path = mountPath
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        self.mountPath = path.isEmpty ? "/" : path
+        self.maxBatchRequests = max(1, maxBatchRequests)
+    }
+}

@@ -1,0 +1,15 @@
+import ParleyJSON
+
+/// Handles frame types the realtime service does not know itself, by prefix (calls register
+/// `call.`). Called on the connection's loop for an open session.
+public protocol RealtimeFrameHandler: Sendable {
+    /// Handles one frame; the returned fields go into the `ok` reply (sent when the frame had an
+    /// `id` or fields are returned). A thrown failure becomes an `error` frame.
+    func handle(type: String, frame: JSONObject, from connection: RealtimeConnection, device: DeviceKey) async throws(RealtimeFailure) -> [(String, JSONValue)]
+    /// A connection of an open session closed (e.g. to end its calls after a grace period).
+    func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey)
+}
+
+extension RealtimeFrameHandler {
+    public func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {}
+}

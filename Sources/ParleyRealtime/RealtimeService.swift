@@ -1,0 +1,362 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ParleyHTTP
+import ParleyJSON
+import ParleyLog
+import ParleyMetrics
+import ParleyNet
+import ParleyPostgres
+import ParleyWebSocket
+import Synchronization
+
+/// The realtime service of one node: the `/v1/socket` endpoint, messaging over REST, group
+/// commit, delivery to connections, presence, typing, multi-node routing and retention.
+public final class RealtimeService: Sendable {
+    public let configuration: RealtimeConfiguration
+    public let database: PostgresClient
+    public let group: EventLoopGroup
+    public let registry: ConnectionRegistry
+    public let queue: DeliveryQueue
+    public let messages: MessageStore
+    public let authenticator: any RealtimeAuthenticator
+    /// This node's id, random per process.
+    public let nodeID: String
+    let logger: Logger
+    let frameLimits: ClientFrameLimits
+    let metrics: RealtimeMetrics
+    private let loopContexts: [LoopContext]
+    private let handlers = Mutex<[String: any RealtimeFrameHandler]>([:])
+    private let connectionIDs = Atomic<UInt64>(0)
+    private let cluster: RealtimeCluster
+    /// Nodes with a recent heartbeat (1 until the first heartbeat says otherwise).
+    private let liveNodes = Atomic<Int>(1)
+    /// Users online on other nodes: user → nodes.
+    private let remoteOnline = Mutex<[String: Set<String>]>([:])
+    private let running = Atomic<Bool>(false)
+    /// Connection count at the last `malloc_trim`.
+    private let trimmedAtCount = Atomic<Int>(0)
+
+    /// Per-loop group-commit batchers.
+    private final class LoopContext: Sendable {
+        let sends: TickBatcher<MessageStore.Send>
+        let acks: TickBatcher<Acknowledgement>
+
+        init(sends: TickBatcher<MessageStore.Send>, acks: TickBatcher<Acknowledgement>) {
+            self.sends = sends
+            self.acks = acks
+        }
+    }
+
+    struct Acknowledgement {
+        var key: DeviceKey
+        var upTo: Int64
+        var completion: (Result<Void, RealtimeFailure>) -> Void
+    }
+
+    public init(
+        database: PostgresClient, group: EventLoopGroup, configuration: RealtimeConfiguration = RealtimeConfiguration(),
+        authenticator: (any RealtimeAuthenticator)? = nil, observer: (any DeliveryObserver)? = nil,
+        metrics metricsRegistry: MetricsRegistry? = nil, logger: Logger = Logger(label: "realtime")
+    ) {
+        self.configuration = configuration
+        self.database = database
+        self.group = group
+        self.logger = logger
+        self.authenticator = authenticator ?? SQLRealtimeAuthenticator(database: database)
+        var generator = SystemRandomNumberGenerator()
+        let random: UInt64 = generator.next()
+        let id = String(random & 0xFFFF_FFFF_FFFF, radix: 16)
+        nodeID = String(repeating: "0", count: 12 - id.count) + id
+        registry = ConnectionRegistry()
+        let queue = DeliveryQueue(database: database, registry: registry, nodeID: nodeID, observer: observer, logger: logger)
+        self.queue = queue
+        let messages = MessageStore(queue: queue)
+        self.messages = messages
+        frameLimits = ClientFrameLimits(configuration)
+        metrics = RealtimeMetrics(connections: registry, metrics: metricsRegistry)
+        let metrics = self.metrics
+        loopContexts = group.loops.map { loop in
+            LoopContext(
+                sends: TickBatcher(loop: loop, maxBatch: configuration.maxBatchSize, maxInFlight: configuration.maxBatchesInFlightPerLoop) { batch in
+                    metrics.recordBatch(size: batch.count)
+                    await messages.commit(batch)
+                },
+                acks: TickBatcher(loop: loop, maxBatch: 4 * configuration.maxBatchSize, maxInFlight: 2, delay: configuration.ackDelay) { batch in
+                    await Self.commitAcknowledgements(batch, queue: queue)
+                })
+        }
+        cluster = RealtimeCluster(loop: group.loops[0], nodeID: nodeID, configuration: PostgresConfiguration(connectionString: database.configuration.connectionString), logger: logger)
+        cluster.service = self
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts listening for other nodes, the heartbeat and the retention job.
+    public func start() {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        cluster.start()
+        let loop = group.loops[0]
+        loop.execute { [self] in
+            repeatEvery(configuration.heartbeatInterval, on: loop, first: .zero) { [self] in
+                do throws(RealtimeFailure) {
+                    liveNodes.store(try await queue.heartbeat(staleAfter: configuration.nodeStaleAfter), ordering: .relaxed)
+                } catch {
+                    logger.warning("realtime heartbeat failed", [("error", error.description)])
+                }
+                returnFreedMemory()
+            }
+            repeatEvery(configuration.retentionInterval, on: loop, first: .seconds(60)) { [self] in
+                do throws(RealtimeFailure) {
+                    let removed = try await queue.trim(retention: configuration.retention)
+                    if removed > 0 { logger.info("retention removed queued events and devices", [("rows", "\(removed)")]) }
+                } catch {
+                    logger.warning("retention failed", [("error", error.description)])
+                }
+            }
+        }
+    }
+
+    /// Stops the background jobs and the listener (connections are closed by the HTTP server).
+    public func shutdown() {
+        running.store(false, ordering: .releasing)
+        cluster.stop()
+    }
+
+    /// After many connections opened or closed, hands the heap pages freed since to the kernel:
+    /// a burst of handshakes leaves glibc's arenas fragmented, which otherwise doubles the
+    /// resident memory of the idle connections that remain. Runs off the event loops.
+    private func returnFreedMemory() {
+        let count = registry.count
+        let previous = trimmedAtCount.load(ordering: .relaxed)
+        guard abs(count - previous) >= 256 else { return }
+        trimmedAtCount.store(count, ordering: .relaxed)
+        guard let trim = Self.mallocTrim else { return }
+        Task.detached(priority: .background) {
+            _ = trim(0)
+        }
+    }
+
+    /// glibc's `malloc_trim`, looked up at run time (not exported by the Glibc module).
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
+    private func repeatEvery(_ interval: Duration, on loop: EventLoop, first: Duration, _ body: @escaping @Sendable () async -> Void) {
+        loop.schedule(after: first) { [self] in
+            guard running.load(ordering: .relaxed) else { return }
+            Task(executorPreference: loop) { [self] in
+                await body()
+                repeatEvery(interval, on: loop, first: interval, body)
+            }
+        }
+    }
+
+    // MARK: Routes
+
+    /// Mounts `GET /v1/socket` (WebSocket) and `POST|GET /v1/messages`.
+    public func register(on router: Router) {
+        let handshake = WebSocketHandshake()
+        var socketConfiguration = WebSocketHandler.Configuration()
+        socketConfiguration.limits = .init(maxFrameSize: configuration.maxFrameBytes, maxMessageSize: configuration.maxFrameBytes)
+        socketConfiguration.pingInterval = configuration.pingInterval
+        socketConfiguration.pongTimeout = configuration.pongTimeout
+        socketConfiguration.maxPendingOutboundBytes = configuration.maxOutboundBytes
+        let webSocket = socketConfiguration
+        router.upgrade("/v1/socket") { [self] request, _, connection in
+            do throws(WebSocketHandshakeError) {
+                let accepted = try handshake.validate(method: request.method.rawValue) { request.headers[$0] }
+                let session = RealtimeConnection(service: self, loop: connection.loop,
+                                                 connectionID: connectionIDs.add(1, ordering: .relaxed).newValue)
+                let handler = WebSocketHandler.install(on: connection, configuration: webSocket, delegate: session)
+                return .accept(HTTPResponse(status: .switchingProtocols, headers: HTTPHeaders(accepted.headers)), handler)
+            } catch {
+                var response = HTTPResponse.plain(HTTPStatus(error.status), error.description)
+                for (name, value) in error.responseHeaders { response.headers.add(name, value) }
+                return .reject(response)
+            }
+        }
+        MessagesEndpoint(service: self).register(on: router)
+    }
+
+    /// Routes frames whose type starts with `prefix` (e.g. `call.`) to `handler`.
+    public func register(handler: any RealtimeFrameHandler, forTypePrefix prefix: String) {
+        handlers.withLock { $0[prefix] = handler }
+    }
+
+    func frameHandler(for type: String) -> (any RealtimeFrameHandler)? {
+        handlers.withLock { handlers in
+            handlers.first { type.hasPrefix($0.key) }?.value
+        }
+    }
+
+    func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {
+        let all = handlers.withLock { Array($0.values) }
+        for handler in all { handler.connectionClosed(connection, device: device) }
+    }
+
+    // MARK: Messaging
+
+    /// Stores a message through this loop's group commit (call on `loop`); `completion` runs on
+    /// the loop after the commit.
+    public func send(_ request: SendMessageRequest, from sender: String, device: String?, on loop: EventLoop,
+                     completion: @escaping (Result<SendResult, RealtimeFailure>) -> Void) {
+        loop.preconditionInEventLoop()
+        let now = UTCTime.nowMilliseconds()
+        loopContexts[loop.index].sends.submit(MessageStore.Send(
+            request: request, sender: sender, senderDevice: device ?? "", messageID: MessageID.make(milliseconds: now),
+            sentAt: now, completion: completion))
+    }
+
+    /// `send` for a task running on `loop`.
+    public func send(_ request: SendMessageRequest, from sender: String, device: String?, on loop: EventLoop) async -> Result<SendResult, RealtimeFailure> {
+        await withCheckedContinuation { continuation in
+            loop.execute { [self] in
+                send(request, from: sender, device: device, on: loop) { continuation.resume(returning: $0) }
+            }
+        }
+    }
+
+    /// Acknowledges the device's events up to `upTo` through this loop's batcher (call on `loop`).
+    func acknowledge(_ key: DeviceKey, upTo: Int64, on loop: EventLoop, completion: @escaping (Result<Void, RealtimeFailure>) -> Void) {
+        loopContexts[loop.index].acks.submit(Acknowledgement(key: key, upTo: upTo, completion: completion))
+    }
+
+    private static func commitAcknowledgements(_ batch: [Acknowledgement], queue: DeliveryQueue) async {
+        var highest: [DeviceKey: Int64] = [:]
+        for ack in batch { highest[ack.key] = max(highest[ack.key] ?? 0, ack.upTo) }
+        let result: Result<Void, RealtimeFailure>
+        do {
+            _ = try await queue.acknowledge(highest.map { (key: $0.key, upTo: $0.value) })
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        for ack in batch { ack.completion(result) }
+    }
+
+    func takeSendTokens(_ userId: String, count: Double) -> Bool {
+        registry.takeSendTokens(userId, count: count, rate: configuration.sendRatePerSecond, burst: configuration.sendBurst)
+    }
+
+    // MARK: Presence and typing
+
+    struct PresenceState {
+        var userId: String
+        var online: Bool
+        var lastSeenAt: Int64?
+    }
+
+    /// Current presence of users (`onlineHere[i]`: connected to this node).
+    func presenceSnapshot(_ users: [String], onlineHere: [Bool]) async -> [PresenceState] {
+        let now = UTCTime.nowMilliseconds()
+        var states = zip(users, onlineHere).map { PresenceState(userId: $0, online: $1, lastSeenAt: $1 ? now : nil) }
+        let others = states.filter { !$0.online }.map(\.userId)
+        guard !others.isEmpty else { return states }
+        var remote = remoteOnline.withLock { map in Set(others.filter { !(map[$0]?.isEmpty ?? true) }) }
+        var seen: [String: Int64] = [:]
+        // Devices connected to another node count as online (the row records where each device is).
+        if let rows = try? await database.query("""
+            SELECT user_id, max(last_seen_at) AS seen, bool_or(node_id IS NOT NULL AND node_id <> $2) AS elsewhere
+              FROM rt_devices WHERE user_id = ANY ($1) GROUP BY user_id
+            """, [.text(SQLArray.literal(others)), .text(nodeID)]) {
+            for row in rows {
+                guard let user = row["user_id"].string else { continue }
+                if let at = row["seen"].timestampMilliseconds { seen[user] = at }
+                if row["elsewhere"].bool == true { remote.insert(user) }
+            }
+        }
+        for index in states.indices where !states[index].online {
+            let user = states[index].userId
+            states[index].online = remote.contains(user)
+            states[index].lastSeenAt = remote.contains(user) ? now : seen[user]
+        }
+        return states
+    }
+
+    /// A user's first connection on this node opened, or its last one closed.
+    func presenceChanged(userId: String, online: Bool, localSubscribers: [RealtimeConnection]) {
+        let now = UTCTime.nowMilliseconds()
+        let elsewhere = remoteOnline.withLock { !($0[userId]?.isEmpty ?? true) }
+        if !elsewhere {
+            let frame = ServerFrame.presence(userId: userId, online: online, lastSeenAt: now)
+            for subscriber in localSubscribers { subscriber.send(frame: frame) }
+        }
+        if liveNodes.load(ordering: .relaxed) > 1 {
+            cluster.broadcast(.presence(userId: userId, online: online, at: now, node: nodeID))
+        }
+    }
+
+    /// Another node reported a presence change.
+    func remotePresenceChanged(userId: String, online: Bool, at: Int64, node: String) {
+        guard node != nodeID else { return }
+        let (before, after) = remoteOnline.withLock { map -> (Bool, Bool) in
+            let before = !(map[userId]?.isEmpty ?? true)
+            if online {
+                map[userId, default: []].insert(node)
+            } else {
+                map[userId]?.remove(node)
+                if map[userId]?.isEmpty ?? false { map[userId] = nil }
+            }
+            return (before, !(map[userId]?.isEmpty ?? true))
+        }
+        // An "offline" from the only node we knew of, or one we never heard come online (it connected
+        // before this node joined), is a change too.
+        guard before != after || (!online && !after), !registry.isOnline(userId) else { return }
+        let frame = ServerFrame.presence(userId: userId, online: after, lastSeenAt: at)
+        for subscriber in registry.subscribers(of: userId) { subscriber.send(frame: frame) }
+    }
+
+    /// Relays a typing indicator to the user's connected devices, on every node.
+    func relayTyping(to userId: String, from sender: String, active: Bool) {
+        let frame = ServerFrame.typing(from: sender, active: active)
+        let local = registry.connections(ofUser: userId)
+        for connection in local { connection.send(frame: frame) }
+        // Other nodes, found from where the user's devices are recorded: always when the user has no
+        // connection here, else only when other nodes are known to be alive.
+        guard local.isEmpty || liveNodes.load(ordering: .relaxed) > 1 else { return }
+        let payload = ClusterMessage.typing(to: userId, from: sender, active: active).line
+        let database = database
+        let nodeID = nodeID
+        Task {
+            _ = try? await database.query("""
+                SELECT pg_notify('parley_rt_' || n.node_id, $2)
+                  FROM (SELECT DISTINCT node_id FROM rt_devices WHERE user_id = $1 AND node_id IS NOT NULL AND node_id <> $3) n
+                """, [.text(userId), .text(payload), .text(nodeID)])
+        }
+    }
+
+    /// Handles messages from other nodes (called on the cluster's loop).
+    func received(_ message: ClusterMessage) {
+        switch message {
+        case .event(let key, let seq):
+            guard let connection = registry.connection(for: key) else { return }
+            connection.loop.execute { connection.hint(seq: seq) }
+        case .replace(let key, let id):
+            guard let connection = registry.connection(for: key), connection.connectionID == id else { return }
+            connection.loop.execute { connection.replacedByNewerConnection() }
+        case .typing(let to, let from, let active):
+            let frame = ServerFrame.typing(from: from, active: active)
+            for connection in registry.connections(ofUser: to) { connection.send(frame: frame) }
+        case .presence(let user, let online, let at, let node):
+            remotePresenceChanged(userId: user, online: online, at: at, node: node)
+        }
+    }
+
+    /// Closes the user's connections on this node with 4006: every one, or only those opened with
+    /// `sessionToken`. Call it when sessions are revoked or a user is banned (each node gets the
+    /// accounts event and closes its own).
+    public func closeConnections(ofUser userId: String, sessionToken: String? = nil) {
+        for connection in registry.connections(ofUser: userId) {
+            connection.loop.execute { connection.sessionEnded(token: sessionToken) }
+        }
+    }
+
+    /// Notifications may have been lost: every connection reads its queue again.
+    func resynchronizeAll() {
+        for connection in registry.allConnections() {
+            connection.loop.execute { connection.resynchronize() }
+        }
+    }
+}

@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyAccountsTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

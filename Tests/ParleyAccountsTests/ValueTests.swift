@@ -1,0 +1,88 @@
+import ParleyAccounts
+import ParleyJSON
+import XCTest
+
+final class ValueTests: XCTestCase {
+    func testTypesAndNormalisation() throws {
+        XCTAssertEqual(try ParseValue.normalise("x").type, .string)
+        XCTAssertEqual(try ParseValue.normalise(3).type, .number)
+        XCTAssertEqual(try ParseValue.normalise(2.5).type, .number)
+        XCTAssertEqual(try ParseValue.normalise(true).type, .boolean)
+        XCTAssertEqual(try ParseValue.normalise([1, 2]).type, .array)
+        XCTAssertEqual(try ParseValue.normalise(["a": 1]).type, .object)
+        XCTAssertNil(try ParseValue.normalise(nil).type)
+        let date = try ParseValue.normalise(["__type": "Date", "iso": "2026-01-02T03:04:05Z"])
+        XCTAssertEqual(date.type, .date)
+        XCTAssertEqual(date.value["iso"], "2026-01-02T03:04:05.000Z")
+        let pointer = try ParseValue.normalise(["__type": "Pointer", "className": "_User", "objectId": "abc123"])
+        XCTAssertEqual(pointer.type, .pointer(targetClass: "_User"))
+        XCTAssertEqual(try ParseValue.normalise(["__type": "GeoPoint", "latitude": 1, "longitude": 2]).type, .geoPoint)
+        XCTAssertEqual(try ParseValue.normalise(["__type": "Bytes", "base64": "aGk="]).type, .bytes)
+    }
+
+    func testBadValuesGetParseCodes() {
+        func code(_ value: JSONValue) -> Int? {
+            do { _ = try ParseValue.normalise(value); return nil } catch { return error.code }
+        }
+        XCTAssertEqual(code(["__type": "Date", "iso": "yesterday"]), 111)
+        XCTAssertEqual(code(["__type": "GeoPoint", "latitude": 91, "longitude": 0]), 107)
+        XCTAssertEqual(code(["__type": "GeoPoint", "latitude": 0, "longitude": -181]), 107)
+        XCTAssertEqual(code(["__type": "Pointer", "className": "1bad", "objectId": "x"]), 106)
+        XCTAssertEqual(code(["__type": "File", "name": "a"]), 111)
+        XCTAssertEqual(code("nul\u{0}inside"), 107)
+        XCTAssertEqual(code(["k\u{0}": 1]), 107)
+    }
+
+    func testWritePlanSplitsBody() throws {
+        let plan = try WritePlan(body: [
+            "name": "a", "score": ["__op": "Increment", "amount": 2], "tags": ["__op": "AddUnique", "objects": ["x", "x", "y"]],
+            "gone": ["__op": "Delete"], "createdAt": "ignored", "ACL": ["*": ["read": true]],
+            "where": ["__type": "GeoPoint", "latitude": 10, "longitude": 20],
+        ], isCreate: false)
+        XCTAssertEqual(plan.sets.map(\.field), ["name", "where"])
+        XCTAssertEqual(plan.operations.map(\.field), ["score", "tags", "gone"])
+        XCTAssertEqual(plan.operations[1].operation, .addUnique(["x", "y"]))
+        XCTAssertEqual(plan.clearedFields, ["gone"])
+        XCTAssertEqual(plan.geoPoint?.field, "where")
+        XCTAssertEqual(plan.acl??.readers, ["*"])
+        XCTAssertEqual(plan.acl??.writers, [])
+        XCTAssertThrowsError(try WritePlan(body: ["bad-name": 1], isCreate: true)) { XCTAssertEqual(($0 as? ParseError)?.code, 105) }
+        XCTAssertThrowsError(try WritePlan(body: ["objectId": "x"], isCreate: true)) { XCTAssertEqual(($0 as? ParseError)?.code, 105) }
+        XCTAssertThrowsError(try WritePlan(body: ["n": ["__op": "Multiply"]], isCreate: true)) { XCTAssertEqual(($0 as? ParseError)?.code, 111) }
+        XCTAssertThrowsError(try WritePlan(body: ["ACL": ["*": ["read": "yes"]]], isCreate: true)) { XCTAssertEqual(($0 as? ParseError)?.code, 123) }
+    }
+
+    func testClassNames() {
+        XCTAssertTrue(ClassName.isValid("GameScore"))
+        XCTAssertTrue(ClassName.isValid("a_1"))
+        XCTAssertFalse(ClassName.isValid("_User"))
+        XCTAssertFalse(ClassName.isValid("1a"))
+        XCTAssertFalse(ClassName.isValid("a-b"))
+        XCTAssertFalse(ClassName.isValid(""))
+        XCTAssertTrue(ClassName.isSystem("_User"))
+    }
+
+    func testSessionCacheBoundsTTLAndInvalidation() {
+        let now = ManagedTime()
+        let cache = SessionCache(capacity: 2, ttlSeconds: 10, clock: { now.value })
+        let a = SessionInfo(sessionId: "s1", token: "t1", userId: "u1", expiresAt: 1_000_000, installationId: nil)
+        let b = SessionInfo(sessionId: "s2", token: "t2", userId: "u1", expiresAt: 1_000_000, installationId: nil)
+        let c = SessionInfo(sessionId: "s3", token: "t3", userId: "u2", expiresAt: 1_000_000, installationId: nil)
+        cache.put(a); cache.put(b); cache.put(c)
+        XCTAssertEqual(cache.count, 2)
+        XCTAssertNil(cache.get("t1"), "oldest evicted")
+        XCTAssertEqual(cache.get("t2"), b)
+        cache.invalidate(userId: "u1")
+        XCTAssertNil(cache.get("t2"))
+        XCTAssertEqual(cache.get("t3"), c)
+        now.value += 10_000
+        XCTAssertNil(cache.get("t3"), "TTL")
+        let expired = SessionInfo(sessionId: "s4", token: "t4", userId: "u3", expiresAt: now.value - 1, installationId: nil)
+        cache.put(expired)
+        XCTAssertNil(cache.get("t4"), "expired sessions are never served")
+    }
+}
+
+final class ManagedTime: @unchecked Sendable {
+    var value: Int64 = 0
+}

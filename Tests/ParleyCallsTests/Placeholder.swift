@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyCallsTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyParseTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

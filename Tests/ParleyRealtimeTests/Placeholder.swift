@@ -1,5 +1,0 @@
-import XCTest
-
-final class ParleyRealtimeTestsPlaceholder: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Realtime messaging end to end with an outside client (the `websockets` library): two users,
+three devices; send, receive, ack, receipts, offline device catching up in order, resumeAfter
+replaying exactly the unacknowledged tail, idempotent re-send, unknown recipients, protocol
+errors and close codes, replacement of a device's connection, REST send and history paging."""
+import asyncio
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from realtime_support import Client, ParleyServer, TempPostgres, check, create_users, log, run  # noqa: E402
+
+import websockets  # noqa: E402
+
+
+async def expect_close(ws, code, send=None):
+    if send is not None:
+        await ws.send(send)
+    frames = []
+    try:
+        async for raw in ws:
+            frames.append(json.loads(raw))
+    except websockets.ConnectionClosed:
+        pass
+    check(ws.close_code == code, f"expected close {code}, got {ws.close_code} ({ws.close_reason}) after {frames}")
+    return frames
+
+
+async def main():
+    postgres = TempPostgres()
+    url = postgres.create_database("rt")
+    server = ParleyServer(url, extra=["--realtime-hello-timeout", "2s"]).start()
+    try:
+        await scenario(postgres, server)
+    except BaseException:
+        log(server.log())
+        raise
+    finally:
+        server.stop()
+        postgres.stop()
+
+
+async def scenario(postgres, server):
+    (alice, alice_token), (bob, bob_token) = create_users(postgres, "rt", "u", 2)
+    ws_url = server.ws_url
+
+    # --- Two users, three devices. ---
+    a1 = await Client.connect(ws_url, alice_token, "alice-phone")
+    a2 = await Client.connect(ws_url, alice_token, "alice-laptop")
+    b1 = await Client.connect(ws_url, bob_token, "bob-phone")
+    check(a1.welcome == {"type": "welcome", "userId": alice, "deviceId": "alice-phone", "lastSeq": 0, "gap": False}, a1.welcome)
+
+    # Send with an unknown recipient: the rest is sent, the unknown one reported.
+    ok = await a1.send_message([bob, "nosuchuser"], "hello bob", headers={"x-kind": "greeting"})
+    check(ok["type"] == "ok" and ok["failed"] == [{"userId": "nosuchuser", "reason": "user_not_found"}], ok)
+    message_id = ok["messageId"]
+    check(ok["sentAt"].endswith("Z") and len(ok["sentAt"]) == 24, ok)
+    got = await b1.next_event("message")
+    check(got["messageId"] == message_id and got["from"] == alice and got["to"] == [bob] and got["text"] == "hello bob"
+          and got["headers"] == {"x-kind": "greeting"} and got["seq"] == 1 and got["sentAt"] == ok["sentAt"], got)
+    copy = await a2.next_event("message")
+    check(copy["messageId"] == message_id and copy["seq"] == 1, f"the sender's other device gets a copy: {copy}")
+    await a1.expect_no_event(0.3)
+    log("send, fan-out to recipient and sender's other device: ok")
+
+    # Ack → delivered receipt on both of Alice's devices; read → read receipt.
+    await b1.ack(1)
+    for device in (a1, a2):
+        receipt = await device.next_event("receipt")
+        check(receipt["kind"] == "delivered" and receipt["messageId"] == message_id and receipt["userId"] == bob, receipt)
+    read = await b1.request({"type": "message.read", "messageIds": [message_id]})
+    check(read["type"] == "ok", read)
+    for device in (a1, a2):
+        receipt = await device.next_event("receipt")
+        check(receipt["kind"] == "read" and receipt["messageId"] == message_id, receipt)
+    log("ack → delivered receipts, message.read → read receipts: ok")
+
+    # --- Offline device receives everything in order after reconnecting. ---
+    a2_last = 3  # message copy (1), delivered (2), read (3)
+    await a2.close()
+    texts = [f"while offline {n}" for n in range(20)]
+    for text in texts:
+        check((await b1.send_message([alice], text))["type"] == "ok", text)
+    for text in texts:
+        event = await a1.next_event("message")
+        check(event["text"] == text, f"online device: expected {text}, got {event}")
+    a2 = await Client.connect(ws_url, alice_token, "alice-laptop", resume_after=a2_last)
+    check(a2.welcome["lastSeq"] == a2_last + 20, a2.welcome)
+    seqs = []
+    for text in texts:
+        event = await a2.next_event("message")
+        check(event["text"] == text, f"reconnected device: expected {text}, got {event}")
+        seqs.append(event["seq"])
+    check(seqs == list(range(a2_last + 1, a2_last + 21)), seqs)
+    log("offline device receives all 20 in order after reconnect: ok")
+
+    # --- resumeAfter replays exactly the unacknowledged tail. ---
+    await a2.ack(a2_last + 10)
+    await asyncio.sleep(0.3)
+    await a2.close()
+    a2 = await Client.connect(ws_url, alice_token, "alice-laptop", resume_after=a2_last + 10)
+    replay = [await a2.next_event() for _ in range(10)]
+    check([event["seq"] for event in replay] == list(range(a2_last + 11, a2_last + 21)), replay)
+    check([event["text"] for event in replay] == texts[10:], replay)
+    await a2.expect_no_event(0.5)
+    # Acknowledged events are gone: resuming from 0 replays only the unacknowledged ones.
+    await a2.close()
+    a2 = await Client.connect(ws_url, alice_token, "alice-laptop", resume_after=0)
+    replay = [await a2.next_event() for _ in range(10)]
+    check([event["seq"] for event in replay] == list(range(a2_last + 11, a2_last + 21)), replay)
+    await a2.expect_no_event(0.5)
+    log("resumeAfter replays exactly the unacked tail: ok")
+
+    # --- Idempotent re-send. ---
+    first = await a1.send_message([bob], "only once", client_id="client-msg-1")
+    again = await a1.send_message([bob], "only once", client_id="client-msg-1")
+    check(again["messageId"] == first["messageId"] and again.get("duplicate") is True and again["sentAt"] == first["sentAt"], again)
+    delivered = await b1.next_event("message")
+    check(delivered["messageId"] == first["messageId"], delivered)
+    await b1.expect_no_event(0.5)
+    log("idempotent re-send: ok")
+
+    # --- Unknown recipient only. ---
+    failed = await a1.send_message(["ghost00001"], "nobody")
+    check(failed["type"] == "error" and failed["code"] == "user_not_found"
+          and failed["failed"] == [{"userId": "ghost00001", "reason": "user_not_found"}], failed)
+    log("unknown recipient → user_not_found: ok")
+
+    # --- Request errors keep the session open. ---
+    bad = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob] * 101, "text": "x"})
+    check(bad["code"] == "bad_request" or bad["code"] == "too_many_recipients", bad)
+    long = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob], "text": "x" * 65537})
+    check(long["code"] == "text_too_long", long)
+    big = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob], "text": "x", "headers": {"h": "v" * 1100}})
+    check(big["code"] == "headers_too_large", big)
+    unknown = await a1.request({"type": "no.such.thing"})
+    check(unknown["code"] == "unknown_type", unknown)
+    await a1.ws.send("not json")
+    err = await a1.next_event("error")
+    check(err["code"] == "bad_json" and err["re"] is None, err)
+    log("request errors: ok")
+
+    # --- Presence and typing. ---
+    presence = await a1.request({"type": "presence.subscribe", "users": [bob]})
+    check(presence["type"] == "ok", presence)
+    state = await a1.next_event("presence")
+    check(state["userId"] == bob and state["online"] is True, state)
+    await b1.ws.send(json.dumps({"type": "typing", "to": alice, "active": True}))
+    typing = await a1.next_event("typing")
+    check(typing == {"type": "typing", "from": bob, "active": True}, typing)
+    b2 = await Client.connect(ws_url, bob_token, "bob-tablet")
+    await b1.close()
+    await b2.close()
+    gone = await a1.next_event("presence")
+    check(gone["userId"] == bob and gone["online"] is False and gone["lastSeenAt"], gone)
+    log("presence and typing: ok")
+
+    # --- Close codes. ---
+    ws = await websockets.connect(ws_url, ping_interval=None)
+    await expect_close(ws, 4002, send=json.dumps({"type": "ack", "upTo": 1}))
+    ws = await websockets.connect(ws_url, ping_interval=None)
+    frames = await expect_close(ws, 4004, send=json.dumps({"type": "hello", "sessionToken": "r:wrong", "deviceId": "d"}))
+    check(frames and frames[0]["code"] == "invalid_session", frames)
+    ws = await websockets.connect(ws_url, ping_interval=None)
+    frames = await expect_close(ws, 4003)
+    check(frames and frames[0]["code"] == "hello_timeout", frames)
+    old = await Client.connect(ws_url, bob_token, "bob-phone")
+    new = await Client.connect(ws_url, bob_token, "bob-phone")
+    result = await asyncio.wait_for(old.closed, 10)
+    check(old.ws.close_code == 4001, f"replaced connection closed with {old.ws.close_code} ({result})")
+    # The same deviceId under another user is another device.
+    other = await Client.connect(ws_url, alice_token, "bob-phone")
+    check(other.welcome["userId"] == alice, other.welcome)
+    await asyncio.sleep(0.3)
+    check(new.ws.close_code is None, "a device id of another user must not replace this connection")
+    log("close codes 4001/4002/4003/4004: ok")
+
+    # --- REST send and history. ---
+    status, body = server.request("POST", "/v1/messages", {"clientMessageId": "rest-1", "to": [alice], "text": "via rest"}, token=bob_token)
+    check(status == 200 and body["failed"] == [], (status, body))
+    # Bob's phone first replays what it never acknowledged, then gets the copy of the REST send.
+    while (event := await new.next_event("message"))["text"] != "via rest":
+        check(event["seq"] < 20, event)
+    status, again = server.request("POST", "/v1/messages", {"clientMessageId": "rest-1", "to": [alice], "text": "via rest"},
+                                   token=bob_token, bearer=False)
+    check(status == 200 and again["messageId"] == body["messageId"] and again["duplicate"] is True, again)
+    status, error = server.request("POST", "/v1/messages", {"clientMessageId": "rest-2", "to": [alice], "text": "x"}, token="r:bad")
+    check(status == 401 and error["code"] == "invalid_session", (status, error))
+    status, error = server.request("POST", "/v1/messages", {"clientMessageId": "rest-3", "to": ["ghost00002"], "text": "x"}, token=bob_token)
+    check(status == 404 and error["code"] == "user_not_found", (status, error))
+
+    status, page1 = server.request("GET", f"/v1/messages?with={bob}&limit=5", token=alice_token)
+    check(status == 200 and len(page1["results"]) == 5, (status, page1))
+    check(page1["results"][0]["text"] == "via rest" and page1["results"][1]["text"] == "only once", page1)
+    everything = list(page1["results"])
+    cursor = page1["results"][-1]["messageId"]
+    while True:
+        status, page = server.request("GET", f"/v1/messages?with={bob}&limit=5&before={cursor}", token=alice_token)
+        check(status == 200, (status, page))
+        if not page["results"]:
+            break
+        everything.extend(page["results"])
+        cursor = page["results"][-1]["messageId"]
+    ids = [message["messageId"] for message in everything]
+    check(len(ids) == len(set(ids)) == 23, f"{len(ids)} messages in history")
+    check(ids == sorted(ids, reverse=True), "history is newest first")
+    check(everything[-1]["text"] == "hello bob", everything[-1])
+    status, error = server.request("GET", f"/v1/messages?with={bob}&before=nonsense", token=alice_token)
+    check(status == 400 and error["code"] == "bad_request", (status, error))
+    log("REST send and history paging: ok")
+
+    # Logging out over the Parse API closes the sockets opened with that session (4006).
+    import urllib.request
+    logout = urllib.request.Request(server.http_url + "/parse/logout", data=b"{}", method="POST",
+                                    headers={"X-Parse-Application-Id": "parley", "X-Parse-Session-Token": alice_token,
+                                             "Content-Type": "application/json"})
+    with urllib.request.urlopen(logout, timeout=10) as response:
+        check(response.status == 200, response.status)
+    for client in (a1, a2, other):
+        await asyncio.wait_for(client.closed, 10)
+        check(client.ws.close_code == 4006, f"logged-out session's socket closed with {client.ws.close_code}")
+    check(new.ws.close_code is None, "another user's socket must stay open")
+    log("logout closes the session's sockets with 4006: ok")
+
+    for client in (a1, a2, old, new, other):
+        await client.close()
+    log("realtime messaging: all checks passed")
+
+
+if __name__ == "__main__":
+    run(main)

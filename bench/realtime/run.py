@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Realtime benchmarks (results go to docs/performance.md by hand):
+
+  throughput  500 sender/recipient pairs over /v1/socket, each recipient online, 100-byte
+              messages committed before `ok`: delivered messages/s and send→receive p50/p99
+              (bench/realtime/rtbench.c, closed loop with a window of sends in flight per sender).
+  reference   PostgreSQL's own rate for the same rows, with pgbench on the same cluster:
+              (a) one message + its queue row per transaction (what committing each send alone
+              costs), (b) 256 messages + queue rows per transaction (raw batched inserts), and
+              (c) the server's own group-commit function rt_send_batch with 256 messages per call.
+  memory      server RSS per idle authenticated connection at the given connection counts.
+
+Usage: bench/realtime/run.py [--pairs 500] [--window 8] [--rate 2000,5000] [--duration 20] [--idle 10000,19000]
+                             [--only throughput|reference|memory]
+Needs the release binary ($PARLEY_BIN or .build/release/parley), cc, and PostgreSQL's programs.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "Tests", "integration"))
+from realtime_support import ParleyServer, TempPostgres, create_users, log, pg_bin, raise_nofile  # noqa: E402
+
+POSTGRES_SETTINGS = {
+    # Durable: fsync and synchronous_commit stay on (an `ok` means the commit is on disk).
+    "shared_buffers": "512MB",
+    "max_wal_size": "4GB",
+    "checkpoint_timeout": "15min",
+    "wal_buffers": "16MB",
+}
+
+
+def build_client(workdir):
+    binary = os.path.join(workdir, "rtbench")
+    subprocess.run(["cc", "-O2", "-o", binary, os.path.join(HERE, "rtbench.c")], check=True)
+    return binary
+
+
+def tokens_file(workdir, users, name):
+    path = os.path.join(workdir, name)
+    with open(path, "w") as f:
+        for user, token in users:
+            f.write(f"{user} {token}\n")
+    return path
+
+
+def throughput(args, postgres, workdir, client):
+    url = postgres.create_database("bench")
+    server = ParleyServer(url, extra=["--realtime-send-rate", "1000000", "--realtime-send-burst", "1000000"]).start()
+    try:
+        users = create_users(postgres, "bench", "b", 2 * args.pairs)
+        path = tokens_file(workdir, users, "pairs.txt")
+        results = []
+        runs = [("--window", w) for w in args.window] + [("--rate", r) for r in args.rate]
+        for flag, value in runs:
+            log(f"throughput: {args.pairs} pairs, {flag[2:]} {value}, {args.warmup:g} s warm-up + {args.duration:g} s")
+            output = subprocess.run([client, "throughput", "--port", str(server.port), "--tokens", path,
+                                     "--pairs", str(args.pairs), flag, str(value), "--size", "100",
+                                     "--warmup", str(args.warmup), "--duration", str(args.duration)],
+                                    stdout=subprocess.PIPE, text=True, check=False)
+            line = output.stdout.strip().splitlines()[-1] if output.stdout.strip() else "{}"
+            result = json.loads(line)
+            result["batch_size_mean"] = batch_mean(server)
+            log(json.dumps(result))
+            results.append(result)
+        return results
+    finally:
+        server.stop()
+
+
+def batch_mean(server):
+    total = server.metric("parley_realtime_send_batch_size_sum")
+    count = server.metric("parley_realtime_send_batch_size_count")
+    return round(total / count, 1) if total and count else None
+
+
+def pgbench(postgres, database, script, clients, seconds, workdir, name):
+    path = os.path.join(workdir, name + ".sql")
+    with open(path, "w") as f:
+        f.write(script)
+    command = [pg_bin("pgbench"), "-h", "127.0.0.1", "-p", str(postgres.port), "-U", "postgres", "-n",
+               "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", path, database]
+    output = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tps = None
+    for line in output.stdout.splitlines():
+        if line.startswith("tps = "):
+            tps = float(line.split()[2])
+    if tps is None:
+        raise RuntimeError(output.stdout)
+    return tps
+
+
+def reference(args, postgres, workdir):
+    """pgbench on the benchmark database (users, devices and functions already there)."""
+    database = "bench"
+    postgres.psql(database, "CREATE TABLE IF NOT EXISTS ref_seq_holder (id int); CREATE SEQUENCE IF NOT EXISTS ref_seq")
+    single = """
+\\set s random(1, 500)
+BEGIN;
+INSERT INTO rt_messages (id, sender, client_message_id, recipients, body, headers, sent_at)
+VALUES (gen_random_uuid(), 'ref' || :s, md5(random()::text), ARRAY['r' || :s], repeat('x', 100), '{}', now());
+INSERT INTO rt_queue (user_id, device_id, seq, kind, message_id)
+VALUES ('r' || :s, 'ref-device', nextval('ref_seq'), 'message', gen_random_uuid());
+END;
+"""
+    batched = """
+BEGIN;
+INSERT INTO rt_messages (id, sender, client_message_id, recipients, body, headers, sent_at)
+SELECT gen_random_uuid(), 'ref' || (g % 500), md5(random()::text), ARRAY['r' || (g % 500)], repeat('x', 100), '{}', now()
+  FROM generate_series(1, 256) g;
+INSERT INTO rt_queue (user_id, device_id, seq, kind, message_id)
+SELECT 'r' || (g % 500), 'ref-device', nextval('ref_seq'), 'message', gen_random_uuid() FROM generate_series(1, 256) g;
+END;
+"""
+    # The server's own statement: pairs (2k+1 → 2k+2, 1-based user numbers) like the socket benchmark.
+    function = """
+\\set base random(0, 499)
+SELECT count(*) FROM rt_send_batch(
+    ARRAY(SELECT g FROM generate_series(1, 256) g),
+    ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 256)),
+    ARRAY(SELECT 'b' || lpad((2 * ((:base + g) % 500) + 1)::text, 9, '0') FROM generate_series(1, 256) g),
+    ARRAY(SELECT 'bench-tx-' || (2 * ((:base + g) % 500)) FROM generate_series(1, 256) g),
+    ARRAY(SELECT md5(random()::text) FROM generate_series(1, 256)),
+    ARRAY(SELECT repeat('x', 100) FROM generate_series(1, 256)),
+    ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 256)),
+    ARRAY(SELECT (extract(epoch FROM now()) * 1000)::bigint FROM generate_series(1, 256)),
+    ARRAY(SELECT g FROM generate_series(1, 256) g),
+    ARRAY(SELECT 'b' || lpad((2 * ((:base + g) % 500) + 2)::text, 9, '0') FROM generate_series(1, 256) g),
+    'refnode');
+"""
+    results = {}
+    for name, script, clients, per_tx in (("single", single, 16, 1), ("batched", batched, 4, 256), ("rt_send_batch", function, 4, 256)):
+        tps = pgbench(postgres, database, script, clients, args.reference_seconds, workdir, name)
+        results[name] = {"clients": clients, "tps": round(tps, 1), "messages_per_s": round(tps * per_tx)}
+        log(f"pgbench {name}: {clients} clients, {tps:.1f} tps = {tps * per_tx:.0f} messages/s")
+    return results
+
+
+def memory(args, postgres, workdir, client):
+    counts = [int(n) for n in args.idle.split(",") if n]
+    url = postgres.create_database("idle")
+    server = ParleyServer(url).start()
+    results = []
+    try:
+        users = create_users(postgres, "idle", "m", max(counts))
+        path = tokens_file(workdir, users, "idle.txt")
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        per_client = max(1000, hard - 500)
+        for count in counts:
+            time.sleep(2)
+            baseline = server.rss_kib()
+            clients = []
+            offset = 0
+            while offset < count:
+                n = min(per_client, count - offset)
+                process = subprocess.Popen([client, "idle", "--port", str(server.port), "--tokens", path, "--count", str(n),
+                                            "--offset", str(offset)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                           preexec_fn=raise_nofile)
+                clients.append(process)
+                offset += n
+            ready = [process.stdout.readline().strip() for process in clients]
+            # Past one realtime heartbeat (10 s), which returns the heap pages the handshake burst freed.
+            time.sleep(12)
+            connected = server.metric("parley_realtime_connections")
+            rss = server.rss_kib()
+            per = (rss - baseline) * 1024 / count
+            log(f"memory: {count} idle connections ({ready}): server says {connected:.0f}; RSS {baseline} → {rss} KiB, "
+                f"{per:.0f} bytes per connection")
+            results.append({"connections": count, "registered": connected, "rss_before_kib": baseline, "rss_after_kib": rss,
+                            "bytes_per_connection": round(per)})
+            for process in clients:
+                process.stdin.close()
+            for process in clients:
+                process.wait(timeout=60)
+            deadline = time.time() + 30
+            while server.metric("parley_realtime_connections") and time.time() < deadline:
+                time.sleep(0.2)
+        return results
+    finally:
+        server.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pairs", type=int, default=500)
+    parser.add_argument("--window", default="8", help="closed-loop runs: comma-separated windows (sends in flight per sender)")
+    parser.add_argument("--rate", default="", help="open-loop runs: comma-separated total rates (messages/s)")
+    parser.add_argument("--duration", type=float, default=20)
+    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--reference-seconds", type=int, default=15)
+    parser.add_argument("--idle", default="10000,19000")
+    parser.add_argument("--only", choices=["throughput", "reference", "memory"])
+    args = parser.parse_args()
+    args.window = [int(w) for w in args.window.split(",") if w]
+    args.rate = [int(r) for r in args.rate.split(",") if r]
+    log(f"RLIMIT_NOFILE {raise_nofile()} (the hard limit bounds connections per process)")
+    workdir = tempfile.mkdtemp(prefix="parley-rt-bench-")
+    client = build_client(workdir)
+    postgres = TempPostgres(settings=POSTGRES_SETTINGS)
+    report = {"cores": os.cpu_count()}
+    try:
+        if args.only in (None, "throughput"):
+            report["throughput"] = throughput(args, postgres, workdir, client)
+        if args.only in (None, "reference") and "throughput" in report:
+            report["reference"] = reference(args, postgres, workdir)
+        if args.only in (None, "memory"):
+            report["memory"] = memory(args, postgres, workdir, client)
+    finally:
+        postgres.stop()
+    results = os.path.join(HERE, "..", "results")
+    os.makedirs(results, exist_ok=True)
+    out = os.path.join(results, f"realtime-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    with open(out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(json.dumps(report, indent=2))
+    log(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
