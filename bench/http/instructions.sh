@@ -9,7 +9,8 @@
 # Usage: bench/http/instructions.sh [--no-build] [--nginx-only] [--parley-only]
 #   --no-build     use the existing .build/release/parley
 # Environment: BENCH_ROUNDS (1-10, default 2), BENCH_DURATION (seconds, 1-60, default 5),
-#   BENCH_PROFILE_DIR (keep the callgrind dumps there, for callgrind_annotate).
+#   BENCH_PROFILE_DIR (keep the callgrind dumps there, for callgrind_annotate),
+#   PARLEY_BIN (another parley binary, e.g. one built with other flags; implies --no-build).
 set -euo pipefail
 
 PARLEY_SCRIPT=bench-instructions
@@ -24,7 +25,7 @@ for argument in "$@"; do
         --nginx-only) with_parley=0 ;;
         --parley-only) with_nginx=0 ;;
         --no-build) build=0 ;;
-        -h | --help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $argument (try --help)" ;;
     esac
 done
@@ -126,11 +127,11 @@ EOF
 fi
 
 if [ "$with_parley" -eq 1 ]; then
-    if [ "$build" -eq 1 ]; then
+    if [ "$build" -eq 1 ] && [ -z "${PARLEY_BIN:-}" ]; then
         log "building Parley (release)"
         swift build -c release --product parley
     fi
-    parley_bin="$PARLEY_ROOT/.build/release/parley"
+    parley_bin="${PARLEY_BIN:-$PARLEY_ROOT/.build/release/parley}"
     [ -x "$parley_bin" ] || die "no $parley_bin (drop --no-build)"
     parley_port="$(free_port)"
     env -u DATABASE_URL PARLEY_HOST=127.0.0.1 PARLEY_LOG_LEVEL=warning \
