@@ -37,7 +37,7 @@ public enum RealtimeErrorCode: String, Sendable, Equatable, CaseIterable {
     /// An unexpected server error.
     case `internal` = "internal"
 
-    // Calls (docs/calls.md; produced by ParleyCalls through `RealtimeFrameHandler`).
+    // Calls (docs/realtime-protocol.md, "Calls"; produced by ParleyCalls through `RealtimeFrameHandler`).
     /// No such call, or not one this user takes part in.
     case callNotFound = "call_not_found"
     /// A `call.invite` reused the id of an existing call.

@@ -14,7 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from calls_support import REPO, check, log, parley_binary  # noqa: F401  (re-exported)
+from realtime_support import REPO, check, log, parley_binary  # noqa: F401  (re-exported)
 
 
 class GorushSink:
