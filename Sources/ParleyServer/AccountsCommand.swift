@@ -1,56 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ParleyAccounts
-import ParleyLog
-import ParleyNet
-import ParleyPostgres
-import Synchronization
 
-/// `parley user …` / `parley session …`: connects like `parley migrate` (same database options),
-/// applies pending migrations, then runs `AccountsCLI`.
+/// `parley user …` / `parley session …`: runs `AccountsCLI` against the configured database.
 public enum AccountsCommand {
-    /// Database options taken out of the arguments before the rest goes to `AccountsCLI`.
-    static let databaseOptions = MigrateCommand.options
-
     public static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        var databaseArguments: [String] = []
-        var rest: [String] = []
-        var iterator = arguments.makeIterator()
-        let flags = Set(databaseOptions.map(\.flag))
-        while let argument = iterator.next() {
-            if flags.contains(argument), let value = iterator.next() {
-                databaseArguments += [argument, value]
-            } else {
-                rest.append(argument)
-            }
+        try AdminCommand.run(arguments, environment: environment, usage: AccountsCLI.usage) { arguments, database in
+            await AccountsCLI.run(arguments: arguments, database: database)
         }
-        if rest.contains("--help") || rest.count < 2 {
-            print(AccountsCLI.usage)
-            return rest.contains("--help") ? 0 : 2
-        }
-        let values = try ConfigValues(options: databaseOptions, arguments: databaseArguments, environment: environment)
-        if let level = LogLevel(name: values.string("log-level")) { LogSink.level = max(level, .warning) }
-        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision(ownAdopted: false)
-        defer { try? provisioned.embedded?.stop() }
-        _ = try MigrationRunner.apply(connectionString: provisioned.connectionString, directory: values.optionalString("migrations-dir"))
-        let group = try EventLoopGroup(threads: 1)
-        defer { group.shutdownGracefully() }
-        let client = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: provisioned.connectionString, connectionsPerLoop: 1))
-        client.start()
-        let done = Latch()
-        let code = Atomic<Int32>(1)
-        Task {
-            do {
-                try await client.waitUntilReady()
-                code.store(await AccountsCLI.run(arguments: rest, database: client), ordering: .relaxed)
-            } catch {
-                AccountsCLI.IO.standard.error("parley: database unavailable: \(error)")
-            }
-            await client.shutdown()
-            done.open()
-        }
-        done.wait()
-        return code.load(ordering: .relaxed)
     }
 }

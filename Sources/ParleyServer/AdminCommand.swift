@@ -1,0 +1,60 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ParleyLog
+import ParleyNet
+import ParleyPostgres
+import Synchronization
+
+/// The shared shape of the operator commands (`parley user|session|push …`): split the database
+/// options (as `parley migrate` takes them) from the command's own arguments, connect (adopting a
+/// running embedded cluster without ever stopping it), apply pending migrations, run, exit.
+enum AdminCommand {
+    static let databaseOptions = MigrateCommand.options
+
+    /// Runs `body` with a connected client; returns its exit code (1 when the database is unreachable).
+    static func run(
+        _ arguments: [String], environment: [String: String], usage: String,
+        body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient) async -> Int32
+    ) throws -> Int32 {
+        var databaseArguments: [String] = []
+        var rest: [String] = []
+        var iterator = arguments.makeIterator()
+        let flags = Set(databaseOptions.map(\.flag))
+        while let argument = iterator.next() {
+            if flags.contains(argument), let value = iterator.next() {
+                databaseArguments += [argument, value]
+            } else {
+                rest.append(argument)
+            }
+        }
+        if rest.contains("--help") || rest.count < 2 {
+            print(usage)
+            return rest.contains("--help") ? 0 : 2
+        }
+        let values = try ConfigValues(options: databaseOptions, arguments: databaseArguments, environment: environment)
+        if let level = LogLevel(name: values.string("log-level")) { LogSink.level = max(level, .warning) }
+        let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision(ownAdopted: false)
+        defer { try? provisioned.embedded?.stop() }
+        _ = try MigrationRunner.apply(connectionString: provisioned.connectionString, directory: values.optionalString("migrations-dir"))
+        let group = try EventLoopGroup(threads: 1)
+        defer { group.shutdownGracefully() }
+        let client = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: provisioned.connectionString, connectionsPerLoop: 1))
+        client.start()
+        let done = Latch()
+        let code = Atomic<Int32>(1)
+        let commandArguments = rest
+        Task {
+            do {
+                try await client.waitUntilReady()
+                code.store(await body(commandArguments, client), ordering: .relaxed)
+            } catch {
+                CommandLineInterface.printError("database unavailable: \(error)")
+            }
+            await client.shutdown()
+            done.open()
+        }
+        done.wait()
+        return code.load(ordering: .relaxed)
+    }
+}
