@@ -19,15 +19,7 @@ public enum LogSink {
             line += " \(key)=\(quoted(value))"
         }
         line += "\n"
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { break }
-                offset += n
-            }
-        }
+        CommandIO.writeAll(2, line)
     }
 
     /// Quotes a value when it has spaces, quotes or control characters.

@@ -19,29 +19,8 @@ public enum PushCLI {
 
     static let states: Set<String> = ["pending", "sending", "sent", "dead", "rejected", "skipped", "canceled", "expired"]
 
-    /// Where output goes (the process's stdout and stderr by default).
-    public struct IO: Sendable {
-        public var output: @Sendable (String) -> Void
-        public var error: @Sendable (String) -> Void
-
-        public init(output: @escaping @Sendable (String) -> Void, error: @escaping @Sendable (String) -> Void) {
-            self.output = output
-            self.error = error
-        }
-
-        public static let standard = IO(output: { writeAll(1, $0 + "\n") }, error: { writeAll(2, $0 + "\n") })
-
-        private static func writeAll(_ fd: Int32, _ text: String) {
-            let bytes = Array(text.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return }
-                offset += n
-            }
-        }
-    }
+    /// Where the commands read and write (the process's standard streams by default).
+    public typealias IO = CommandIO
 
     private enum CLIError: Error {
         case usage(String)

@@ -11,34 +11,8 @@ import ParleyPostgres
 /// Human-readable tables by default, `--json` for scripts. Exit codes: 0 success, 1 failure
 /// (not found, conflict, database), 2 usage error.
 public enum AccountsCLI {
-    /// Where the commands read and write; the defaults are the process's stdin/stdout/stderr.
-    public struct IO: Sendable {
-        public var output: @Sendable (String) -> Void
-        public var error: @Sendable (String) -> Void
-        public var readLine: @Sendable () -> String?
-
-        public init(output: @escaping @Sendable (String) -> Void, error: @escaping @Sendable (String) -> Void,
-                    readLine: @escaping @Sendable () -> String? = { Swift.readLine(strippingNewline: true) }) {
-            self.output = output
-            self.error = error
-            self.readLine = readLine
-        }
-
-        public static let standard = IO(
-            output: { text in writeAll(1, text + "\n") },
-            error: { text in writeAll(2, text + "\n") })
-
-        private static func writeAll(_ fd: Int32, _ text: String) {
-            let bytes = Array(text.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return }
-                offset += n
-            }
-        }
-    }
+    /// Where the commands read and write (the process's standard streams by default).
+    public typealias IO = CommandIO
 
     public static let usage = """
     Usage:
