@@ -72,6 +72,20 @@ public struct CallStore: Sendable {
         return rows.first.flatMap(Self.record)
     }
 
+    /// A stored call and the node whose memory holds it while it is live.
+    public struct Owned: Sendable {
+        public var record: CallRecord
+        /// The owner node's id (`RealtimeService.nodeID`); nil for rows written without one.
+        public var nodeId: String?
+    }
+
+    /// The call with this id (any case) and its owner node, if stored.
+    public func findOwned(_ callId: String) async throws(PostgresError) -> Owned? {
+        let rows = try await database.query("SELECT \(Self.columns), node_id FROM calls WHERE lower(id) = lower($1)", [.text(callId)])
+        guard let row = rows.first, let record = Self.record(row) else { return nil }
+        return Owned(record: record, nodeId: row["node_id"].string)
+    }
+
     /// `userId`'s calls as caller or callee, newest first, started before the call `before`
     /// (when given), at most `limit` (clamped to 1...maxPageSize).
     public func history(userId: String, before: String? = nil, limit: Int) async throws(PostgresError) -> [CallRecord] {
