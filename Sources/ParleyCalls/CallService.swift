@@ -571,17 +571,39 @@ public final class CallService: Sendable {
         }
     }
 
-    /// Closes calls a stopped node (or this node's previous run) left live in the table.
+    /// Closes, as `failure`/`node_lost`, the calls a stopped node (or this node's previous run)
+    /// left live in the table, and queues their `call.ended` for the parties: the caller's
+    /// device and the answering device, or every callee device when none answered (a device
+    /// connected to a live node gets it at once, the others when they come back within the
+    /// grace period).
     @discardableResult
     public func endAbandonedCalls(nodeStaleAfter: Duration) async -> Int {
+        let records: [CallRecord]
         do {
-            let count = try await store.endAbandoned(liveNodes: try await store.liveNodes(staleAfter: nodeStaleAfter))
-            if count > 0 { logger.notice("closed calls left live by a stopped node", [("count", "\(count)")]) }
-            return count
+            records = try await store.endAbandonedCalls(liveNodes: try await store.liveNodes(staleAfter: nodeStaleAfter), error: "node_lost")
         } catch {
             logger.error("closing abandoned calls failed", [("error", "\(error)")])
             return 0
         }
+        guard !records.isEmpty else { return 0 }
+        logger.notice("closed calls left live by a stopped node", [("count", "\(records.count)")])
+        let expiresAt = UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds
+        for record in records {
+            let frame = CallFrames.event(.ended(.failure, error: "node_lost"), record: record)
+            do {
+                _ = try await transport.enqueue(frame, forDevicesOf: record.caller.userId, only: [record.caller.deviceId], expiresAt: expiresAt)
+                let callee: [String]
+                if let answerer = record.answerDevice {
+                    callee = [answerer]
+                } else {
+                    callee = try await transport.devices(of: record.calleeId)
+                }
+                if !callee.isEmpty { _ = try await transport.enqueue(frame, forDevicesOf: record.calleeId, only: callee, expiresAt: expiresAt) }
+            } catch {
+                logger.warning("queueing call.ended for a call of a stopped node failed", [("callId", record.callId), ("error", "\(error)")])
+            }
+        }
+        return records.count
     }
 
     // MARK: Loops

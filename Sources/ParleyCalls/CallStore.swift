@@ -122,11 +122,17 @@ public struct CallStore: Sendable {
     /// Returns how many were closed.
     @discardableResult
     public func endAbandoned(liveNodes: [String], error: String = "server_restarted") async throws(PostgresError) -> Int {
+        try await endAbandonedCalls(liveNodes: liveNodes, error: error).count
+    }
+
+    /// `endAbandoned`, returning the records of the calls it closed (as closed).
+    public func endAbandonedCalls(liveNodes: [String], error: String) async throws(PostgresError) -> [CallRecord] {
         let rows = try await database.query("""
             UPDATE calls SET state = 'ended', ended_at = now(), end_cause = 'failure', error = $2
              WHERE state <> 'ended' AND (node_id IS NULL OR NOT (node_id = ANY ($1::text[])))
+            RETURNING \(Self.columns)
             """, [.textArray(liveNodes + [nodeId]), .text(error)])
-        return rows.affectedRows
+        return rows.compactMap(Self.record)
     }
 
     private func parameters(_ record: CallRecord, includeIdentity: Bool) -> [PostgresData] {
