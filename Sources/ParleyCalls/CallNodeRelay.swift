@@ -76,7 +76,8 @@ final class CallNodeRelay: Sendable {
     }
 
     /// Registers a frame waiting for its owner's reply; its id, or nil when too many wait.
-    /// `respond` gets `unavailable` if no reply comes within `replyTimeout`.
+    /// `respond` gets `unavailable` if no reply comes within `replyTimeout` (timed on `loop`;
+    /// any thread may call this).
     func waitForReply(_ respond: @escaping CallService.Respond, on loop: EventLoop) -> String? {
         let id = state.withLock { state -> String? in
             guard state.pending.count < maxPending else { return nil }
@@ -86,7 +87,10 @@ final class CallNodeRelay: Sendable {
             return id
         }
         guard let id else { return nil }
-        loop.schedule(after: replyTimeout) { [self] in complete(id, .failure(.unavailable)) }
+        let timeout = replyTimeout
+        loop.execute { [self] in
+            loop.schedule(after: timeout) { [self] in complete(id, .failure(.unavailable)) }
+        }
         return id
     }
 

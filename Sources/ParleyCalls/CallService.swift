@@ -212,11 +212,12 @@ public final class CallService: Sendable {
 
     /// A frame about a call not live here: sent on to the node that owns it (`object`, the
     /// frame, when it may be), or answered as ended (recently, or per the database) or unknown.
+    /// Frames that may be forwarded are looked up in the relay's order, so a device's frames
+    /// reach the owner in the order they arrived here.
     private func answerUnknown(_ callId: String, object: JSONObject?, from device: CallDevice, respond: @escaping Respond) {
         if directory.recentlyEnded(callId) { return respond(.failure(.callEnded)) }
-        let store = self.store
         let loop = currentLoop().loop
-        Task(executorPreference: loop) { [self] in
+        let route: @Sendable () async -> Void = { [self] in
             let found: CallStore.Owned?
             do {
                 found = try await store.findOwned(callId)
@@ -228,14 +229,20 @@ public final class CallService: Sendable {
             guard found.record.state != .ended else { return respond(.failure(.callEnded)) }
             guard let object, let node = found.nodeId, node != store.nodeId, node != transport.nodeId
             else { return respond(.failure(.callNotFound)) }
-            forward(object, to: node, from: device, on: loop, respond: respond)
+            await forward(object, to: node, from: device, on: loop, respond: respond)
         }
+        guard object != nil else {
+            Task(executorPreference: loop) { await route() }
+            return
+        }
+        if !relay.enqueue(route) { respond(.failure(.unavailable)) }
     }
 
     // MARK: Other nodes
 
-    /// Sends a device's frame to the call's owner node; its reply answers `respond`.
-    private func forward(_ object: JSONObject, to node: String, from device: CallDevice, on loop: EventLoop, respond: @escaping Respond) {
+    /// Sends a device's frame to the call's owner node (from the relay's queue); the owner's
+    /// reply answers `respond`.
+    private func forward(_ object: JSONObject, to node: String, from device: CallDevice, on loop: EventLoop, respond: @escaping Respond) async {
         guard let id = relay.waitForReply(respond, on: loop) else {
             return respond(.failure(.limitExceeded("too many frames waiting for another node")))
         }
@@ -243,18 +250,14 @@ public final class CallService: Sendable {
             ("op", .string("frame")), ("from", .string(transport.nodeId)), ("req", .string(id)),
             ("userId", .string(device.userId)), ("deviceId", .string(device.deviceId)), ("frame", .object(object)),
         ])
-        let transport = self.transport, relay = self.relay, logger = self.logger
         relay.addRemoteParty(device, node: node)
-        let queued = relay.enqueue {
-            do {
-                if try await transport.send(message, toNode: node) { return }
-                relay.complete(id, .failure(.limitExceeded("frame too long to relay to another node")))
-            } catch {
-                logger.warning("forwarding a call frame to another node failed", [("node", node), ("error", "\(error)")])
-                relay.complete(id, .failure(.unavailable))
-            }
+        do {
+            if try await transport.send(message, toNode: node) { return }
+            relay.complete(id, .failure(.limitExceeded("frame too long to relay to another node")))
+        } catch {
+            logger.warning("forwarding a call frame to another node failed", [("node", node), ("error", "\(error)")])
+            relay.complete(id, .failure(.unavailable))
         }
-        if !queued { relay.complete(id, .failure(.unavailable)) }
     }
 
     /// A message from another node's call service: a frame for a call owned here, the reply to

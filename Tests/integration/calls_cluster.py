@@ -100,6 +100,12 @@ async def cross_node_call(node_a, node_b, users):
     for n in range(10):
         relayed = await b_remote.next_event("call.candidates", call_id)
         check(relayed["candidates"] == [{"candidate": f"burst-{n}"}], f"relays keep their order: {relayed}")
+    # Sent from node B without waiting for the replies: forwarded in order.
+    replies = await asyncio.gather(*(b_remote.call("candidates", call_id, candidates=[{"candidate": f"b-burst-{n}"}]) for n in range(10)))
+    check(all(reply["type"] == "ok" for reply in replies), replies)
+    for n in range(10):
+        forwarded = await a1.next_event("call.candidates", call_id)
+        check(forwarded["candidates"] == [{"candidate": f"b-burst-{n}"}], f"forwards keep their order: {forwarded}")
     await b_local.expect_no_event("call.candidates", 0.3)
     await b_local.expect_no_event("call.negotiate", 0.1)
     await c1.expect_no_event(None, 0.1)
