@@ -65,7 +65,7 @@ struct RelayAssembler {
         if parts.allSatisfy({ $0 != nil }) {
             partial[id] = nil
             order.removeAll { $0 == id }
-            return parts.map { $0! }.joined()
+            return parts.compactMap { $0 }.joined()
         }
         partial[id] = parts
         while order.count > maxPending {
