@@ -60,4 +60,22 @@ public enum CallError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unavailable: "storage unavailable, try again"
         }
     }
+
+    /// The error with this wire code (as another node replied it); `unavailable` for an unknown code.
+    init(code: String, message: String) {
+        switch code {
+        case "bad_request": self = .invalidRequest(message)
+        case "call_not_found": self = .callNotFound
+        case "call_exists": self = .callExists
+        case "call_ended": self = .callEnded
+        case "cannot_call_self": self = .cannotCallSelf
+        case "not_callee": self = .notCallee
+        case "not_a_party": self = .notParty
+        case "already_answered": self = .alreadyAnswered
+        case "not_answered": self = .notAnswered
+        case "too_many_calls": self = .tooManyCalls
+        case "limit_exceeded": self = .limitExceeded(message.hasPrefix("limit exceeded: ") ? String(message.dropFirst(16)) : message)
+        default: self = .unavailable
+        }
+    }
 }

@@ -5,6 +5,9 @@ import ParleyRealtime
 /// connections. Register with `RealtimeService.register(handler:forTypePrefix: "call.")`.
 /// Invites count against the user's send rate limit (the one messages use).
 public struct CallFrameHandler: RealtimeFrameHandler {
+    /// The frame type prefix to register it for.
+    public static let prefix = "call."
+
     let calls: CallService
     let realtime: RealtimeService
 
@@ -35,6 +38,11 @@ public struct CallFrameHandler: RealtimeFrameHandler {
         // A connection replaced by a newer one of the same device does not take the device away.
         if let current = realtime.registry.connection(for: device), current !== connection { return }
         calls.deviceDisconnected(CallDevice(device))
+    }
+
+    public func received(fromNode message: String) {
+        guard let object = try? JSONParser().parse(message).object else { return }
+        calls.received(fromNode: object)
     }
 }
 

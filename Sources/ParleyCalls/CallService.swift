@@ -22,6 +22,7 @@ public final class CallService: Sendable {
     let directory: CallDirectory
     let loops: [CallLoop]
     let logger: Logger
+    let relay = CallNodeRelay()
     private let running = Atomic<Bool>(false)
     private let startedCounter: Counter?
     private let endedCounters: [CallEndCause: Counter]
@@ -73,7 +74,7 @@ public final class CallService: Sendable {
         case .invite(let invite):
             self.invite(invite, from: device, respond: respond)
         case .ringing, .answer, .established, .candidates, .negotiate, .hangup:
-            forward(request, from: device, respond: respond)
+            forward(request, object: object, from: device, respond: respond)
         }
     }
 
@@ -166,11 +167,11 @@ public final class CallService: Sendable {
         respond(.failure(error))
     }
 
-    private func forward(_ request: CallRequest, from device: CallDevice, respond: @escaping Respond) {
+    private func forward(_ request: CallRequest, object: JSONObject, from device: CallDevice, respond: @escaping Respond) {
         let callId = request.callId
         let event = Self.event(for: request, from: device)
         guard let owner = directory.owner(of: callId) else {
-            return answerUnknown(callId, from: device, respond: respond)
+            return answerUnknown(callId, object: object, from: device, respond: respond)
         }
         let callLoop = loops[owner]
         callLoop.loop.execute { [self] in
@@ -182,7 +183,7 @@ public final class CallService: Sendable {
                     }
                     return
                 }
-                return answerUnknown(callId, from: device, respond: respond)
+                return answerUnknown(callId, object: nil, from: device, respond: respond)
             }
             process(event, from: device, respond: respond, entry: entry, on: callLoop)
         }
@@ -209,18 +210,108 @@ public final class CallService: Sendable {
         callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
     }
 
-    /// A frame about a call not live here: ended (recently, or per the database) or unknown.
-    private func answerUnknown(_ callId: String, from device: CallDevice, respond: @escaping Respond) {
+    /// A frame about a call not live here: sent on to the node that owns it (`object`, the
+    /// frame, when it may be), or answered as ended (recently, or per the database) or unknown.
+    /// Frames that may be forwarded are looked up in the relay's order, so a device's frames
+    /// reach the owner in the order they arrived here.
+    private func answerUnknown(_ callId: String, object: JSONObject?, from device: CallDevice, respond: @escaping Respond) {
         if directory.recentlyEnded(callId) { return respond(.failure(.callEnded)) }
-        let store = self.store
-        Task(executorPreference: currentLoop().loop) {
+        let loop = currentLoop().loop
+        let route: @Sendable () async -> Void = { [self] in
+            let found: CallStore.Owned?
             do {
-                guard let record = try await store.find(callId),
-                      record.caller.userId == device.userId || record.calleeId == device.userId
-                else { return respond(.failure(.callNotFound)) }
-                respond(.failure(record.state == .ended ? .callEnded : .callNotFound))
+                found = try await store.findOwned(callId)
             } catch {
-                respond(.failure(.unavailable))
+                return respond(.failure(.unavailable))
+            }
+            guard let found, found.record.caller.userId == device.userId || found.record.calleeId == device.userId
+            else { return respond(.failure(.callNotFound)) }
+            guard found.record.state != .ended else { return respond(.failure(.callEnded)) }
+            guard let object, let node = found.nodeId, node != store.nodeId, node != transport.nodeId
+            else { return respond(.failure(.callNotFound)) }
+            await forward(object, to: node, from: device, on: loop, respond: respond)
+        }
+        guard object != nil else {
+            Task(executorPreference: loop) { await route() }
+            return
+        }
+        if !relay.enqueue(route) { respond(.failure(.unavailable)) }
+    }
+
+    // MARK: Other nodes
+
+    /// Sends a device's frame to the call's owner node (from the relay's queue); the owner's
+    /// reply answers `respond`.
+    private func forward(_ object: JSONObject, to node: String, from device: CallDevice, on loop: EventLoop, respond: @escaping Respond) async {
+        guard let id = relay.waitForReply(respond, on: loop) else {
+            return respond(.failure(.limitExceeded("too many frames waiting for another node")))
+        }
+        let message = JSONObject([
+            ("op", .string("frame")), ("from", .string(transport.nodeId)), ("req", .string(id)),
+            ("userId", .string(device.userId)), ("deviceId", .string(device.deviceId)), ("frame", .object(object)),
+        ])
+        relay.addRemoteParty(device, node: node)
+        do {
+            if try await transport.send(message, toNode: node) { return }
+            relay.complete(id, .failure(.limitExceeded("frame too long to relay to another node")))
+        } catch {
+            logger.warning("forwarding a call frame to another node failed", [("node", node), ("error", "\(error)")])
+            relay.complete(id, .failure(.unavailable))
+        }
+    }
+
+    /// A message from another node's call service: a frame for a call owned here, the reply to
+    /// a frame forwarded from here, or a device of a call owned here that left that node.
+    /// Malformed messages are ignored.
+    public func received(fromNode message: JSONObject) {
+        switch message["op"]?.string {
+        case "frame":
+            guard let node = message["from"]?.string, let id = message["req"]?.string, let userId = message["userId"]?.string,
+                  let deviceId = message["deviceId"]?.string, let frame = message["frame"]?.object, let type = frame["type"]?.string
+            else { return }
+            let device = CallDevice(userId: userId, deviceId: deviceId)
+            let transport = self.transport, relay = self.relay
+            let reply: Respond = { result in
+                var answer: [(String, JSONValue)] = [("op", .string("reply")), ("req", .string(id))]
+                switch result {
+                case .success(let fields):
+                    answer.append(("ok", .object(fields)))
+                case .failure(let error):
+                    answer.append(("error", .string(error.code)))
+                    answer.append(("message", .string(error.description)))
+                }
+                let object = JSONObject(answer)
+                relay.enqueue { _ = try? await transport.send(object, toNode: node) }
+            }
+            // Only frames about a call live here (an invite always starts on the caller's node).
+            guard type != "call.invite" else { return reply(.failure(.invalidRequest("an invite is not forwarded"))) }
+            group.loops[0].execute { [self] in handle(type: type, object: frame, from: device, respond: reply) }
+        case "reply":
+            guard let id = message["req"]?.string else { return }
+            if let fields = message["ok"]?.object {
+                relay.complete(id, .success(fields))
+            } else if let code = message["error"]?.string {
+                relay.complete(id, .failure(CallError(code: code, message: message["message"]?.string ?? code)))
+            }
+        case "lost":
+            guard let userId = message["userId"]?.string, let deviceId = message["deviceId"]?.string else { return }
+            let device = CallDevice(userId: userId, deviceId: deviceId)
+            // Connected here again meanwhile: not lost.
+            guard !transport.isConnected(device) else { return }
+            notifyCalls(of: device, .connectionLost(device))
+        default:
+            return
+        }
+    }
+
+    /// Live delivery to a party on another node, after the relays before it.
+    private func relayElsewhere(_ frame: JSONObject, to device: CallDevice) {
+        let transport = self.transport, logger = self.logger
+        relay.enqueue {
+            do {
+                _ = try await transport.relay(frame, to: device)
+            } catch {
+                logger.warning("relaying a call event to another node failed", [("type", frame["type"]?.string ?? ""), ("error", "\(error)")])
             }
         }
     }
@@ -255,6 +346,12 @@ public final class CallService: Sendable {
     /// any thread.
     public func deviceDisconnected(_ device: CallDevice) {
         notifyCalls(of: device, .connectionLost(device))
+        // Calls owned by other nodes that this device's frames were forwarded to.
+        let transport = self.transport
+        for node in relay.ownerNodes(of: device) {
+            let message = JSONObject([("op", .string("lost")), ("userId", .string(device.userId)), ("deviceId", .string(device.deviceId))])
+            relay.enqueue { _ = try? await transport.send(message, toNode: node) }
+        }
     }
 
     private func notifyCalls(of device: CallDevice, _ event: CallEvent) {
@@ -379,10 +476,12 @@ public final class CallService: Sendable {
         }
     }
 
-    /// Live to the party's device; a `call.ended` for a device that is away is queued for the
-    /// grace period, so it learns the outcome if it comes back.
+    /// Live to the party's device, here or relayed to the node it is connected to; a
+    /// `call.ended` for a device not connected here is queued for the grace period instead
+    /// (the queue reaches it on any node, and if it comes back later).
     private func deliver(_ frame: JSONObject, toParty device: CallDevice, queueIfAway: Bool) {
-        guard !transport.send(frame, to: device), queueIfAway else { return }
+        guard !transport.send(frame, to: device) else { return }
+        guard queueIfAway else { return relayElsewhere(frame, to: device) }
         enqueue(frame, for: device, expiresAt: UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds)
     }
 
@@ -475,17 +574,39 @@ public final class CallService: Sendable {
         }
     }
 
-    /// Closes calls a stopped node (or this node's previous run) left live in the table.
+    /// Closes, as `failure`/`node_lost`, the calls a stopped node (or this node's previous run)
+    /// left live in the table, and queues their `call.ended` for the parties: the caller's
+    /// device and the answering device, or every callee device when none answered (a device
+    /// connected to a live node gets it at once, the others when they come back within the
+    /// grace period).
     @discardableResult
     public func endAbandonedCalls(nodeStaleAfter: Duration) async -> Int {
+        let records: [CallRecord]
         do {
-            let count = try await store.endAbandoned(liveNodes: try await store.liveNodes(staleAfter: nodeStaleAfter))
-            if count > 0 { logger.notice("closed calls left live by a stopped node", [("count", "\(count)")]) }
-            return count
+            records = try await store.endAbandonedCalls(liveNodes: try await store.liveNodes(staleAfter: nodeStaleAfter), error: "node_lost")
         } catch {
             logger.error("closing abandoned calls failed", [("error", "\(error)")])
             return 0
         }
+        guard !records.isEmpty else { return 0 }
+        logger.notice("closed calls left live by a stopped node", [("count", "\(records.count)")])
+        let expiresAt = UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds
+        for record in records {
+            let frame = CallFrames.event(.ended(.failure, error: "node_lost"), record: record)
+            do {
+                _ = try await transport.enqueue(frame, forDevicesOf: record.caller.userId, only: [record.caller.deviceId], expiresAt: expiresAt)
+                let callee: [String]
+                if let answerer = record.answerDevice {
+                    callee = [answerer]
+                } else {
+                    callee = try await transport.devices(of: record.calleeId)
+                }
+                if !callee.isEmpty { _ = try await transport.enqueue(frame, forDevicesOf: record.calleeId, only: callee, expiresAt: expiresAt) }
+            } catch {
+                logger.warning("queueing call.ended for a call of a stopped node failed", [("callId", record.callId), ("error", "\(error)")])
+            }
+        }
+        return records.count
     }
 
     // MARK: Loops

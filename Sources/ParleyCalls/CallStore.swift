@@ -72,6 +72,20 @@ public struct CallStore: Sendable {
         return rows.first.flatMap(Self.record)
     }
 
+    /// A stored call and the node whose memory holds it while it is live.
+    public struct Owned: Sendable {
+        public var record: CallRecord
+        /// The owner node's id (`RealtimeService.nodeID`); nil for rows written without one.
+        public var nodeId: String?
+    }
+
+    /// The call with this id (any case) and its owner node, if stored.
+    public func findOwned(_ callId: String) async throws(PostgresError) -> Owned? {
+        let rows = try await database.query("SELECT \(Self.columns), node_id FROM calls WHERE lower(id) = lower($1)", [.text(callId)])
+        guard let row = rows.first, let record = Self.record(row) else { return nil }
+        return Owned(record: record, nodeId: row["node_id"].string)
+    }
+
     /// `userId`'s calls as caller or callee, newest first, started before the call `before`
     /// (when given), at most `limit` (clamped to 1...maxPageSize).
     public func history(userId: String, before: String? = nil, limit: Int) async throws(PostgresError) -> [CallRecord] {
@@ -108,11 +122,17 @@ public struct CallStore: Sendable {
     /// Returns how many were closed.
     @discardableResult
     public func endAbandoned(liveNodes: [String], error: String = "server_restarted") async throws(PostgresError) -> Int {
+        try await endAbandonedCalls(liveNodes: liveNodes, error: error).count
+    }
+
+    /// `endAbandoned`, returning the records of the calls it closed (as closed).
+    public func endAbandonedCalls(liveNodes: [String], error: String) async throws(PostgresError) -> [CallRecord] {
         let rows = try await database.query("""
             UPDATE calls SET state = 'ended', ended_at = now(), end_cause = 'failure', error = $2
              WHERE state <> 'ended' AND (node_id IS NULL OR NOT (node_id = ANY ($1::text[])))
+            RETURNING \(Self.columns)
             """, [.textArray(liveNodes + [nodeId]), .text(error)])
-        return rows.affectedRows
+        return rows.compactMap(Self.record)
     }
 
     private func parameters(_ record: CallRecord, includeIdentity: Bool) -> [PostgresData] {

@@ -25,4 +25,22 @@ public protocol CallTransport: Sendable {
     /// `expiresAt` (Unix ms): a device connected to some node gets it at once, the others when
     /// they connect (a push job is created for them). Returns how many devices it was queued for.
     func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int
+
+    /// This node's id (where `CallStore` rows say a call lives).
+    var nodeId: String { get }
+
+    /// Sends `event` to the device's live connection on another node (unqueued); false when
+    /// it is not connected to another node.
+    func relay(_ event: JSONObject, to device: CallDevice) async throws -> Bool
+
+    /// Sends `message` to the call service of the node `node`
+    /// (`CallService.received(fromNode:)`); false when it cannot be carried (too long).
+    func send(_ message: JSONObject, toNode node: String) async throws -> Bool
+}
+
+extension CallTransport {
+    /// A transport of one node: no other node to reach.
+    public var nodeId: String { "" }
+    public func relay(_ event: JSONObject, to device: CallDevice) async throws -> Bool { false }
+    public func send(_ message: JSONObject, toNode node: String) async throws -> Bool { false }
 }

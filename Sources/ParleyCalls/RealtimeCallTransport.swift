@@ -29,6 +29,16 @@ public struct RealtimeCallTransport: CallTransport {
         return connections.count
     }
 
+    public var nodeId: String { realtime.nodeID }
+
+    public func relay(_ event: JSONObject, to device: CallDevice) async throws -> Bool {
+        try await realtime.relay(event, toDeviceElsewhere: DeviceKey(device))
+    }
+
+    public func send(_ message: JSONObject, toNode node: String) async throws -> Bool {
+        try await realtime.relay(JSONValue.object(message).serialized(), toHandler: CallFrameHandler.prefix, onNode: node)
+    }
+
     static func frame(_ event: JSONObject) -> [UInt8] {
         var payload: [UInt8] = []
         JSONValue.object(event).serialize(into: &payload)

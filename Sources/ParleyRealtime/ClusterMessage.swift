@@ -11,6 +11,9 @@ public enum ClusterMessage: Sendable, Equatable {
     case typing(to: String, from: String, active: Bool)
     /// `p <user> <1|0> <ms> <node>`: the user came online on, or left, a node.
     case presence(userId: String, online: Bool, at: Int64, node: String)
+    /// `c <id> <index> <count> <data>`: part `index` (0-based) of `count` of a relayed message
+    /// (`RelayMessage`), split to fit NOTIFY's payload limit; `data` may contain spaces.
+    case chunk(id: String, index: Int, count: Int, data: String)
 
     /// The payload line.
     public var line: String {
@@ -19,12 +22,20 @@ public enum ClusterMessage: Sendable, Equatable {
         case .replace(let key, let id): "r \(key.userId) \(key.deviceId) \(Int64(bitPattern: id))"
         case .typing(let to, let from, let active): "t \(to) \(from) \(active ? 1 : 0)"
         case .presence(let user, let online, let at, let node): "p \(user) \(online ? 1 : 0) \(at) \(node)"
+        case .chunk(let id, let index, let count, let data): "c \(id) \(index) \(count) \(data)"
         }
     }
 
     /// Parses a payload (lines separated by `\n`); malformed lines are skipped.
     public static func parse(_ payload: String) -> [ClusterMessage] {
         payload.split(separator: "\n").compactMap { line in
+            if line.hasPrefix("c ") {
+                let fields = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: false).map(String.init)
+                guard fields.count == 5, !fields[1].isEmpty, let index = Int(fields[2]), let count = Int(fields[3]),
+                      count > 0, index >= 0, index < count
+                else { return nil }
+                return .chunk(id: fields[1], index: index, count: count, data: fields[4])
+            }
             let fields = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
             switch (fields.first, fields.count) {
             case ("e", 4):

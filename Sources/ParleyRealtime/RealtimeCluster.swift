@@ -18,6 +18,8 @@ final class RealtimeCluster: @unchecked Sendable {
     /// Set once by the service before `start`.
     weak var service: RealtimeService?
     private var listener: PostgresListener?
+    /// Relayed messages arriving in chunks (loop thread).
+    private var assembler = RelayAssembler()
 
     init(loop: EventLoop, nodeID: String, configuration: PostgresConfiguration, logger: Logger) {
         self.loop = loop
@@ -33,7 +35,13 @@ final class RealtimeCluster: @unchecked Sendable {
             guard listener == nil else { return }
             let listener = PostgresListener(loop: loop, configuration: configuration, logger: logger) { [weak self] notification in
                 guard let self, let service else { return }
-                for message in ClusterMessage.parse(notification.payload) { service.received(message) }
+                for message in ClusterMessage.parse(notification.payload) {
+                    guard case .chunk(let id, let index, let count, let data) = message else {
+                        service.received(message)
+                        continue
+                    }
+                    if let body = assembler.add(id: id, index: index, count: count, data: data) { service.receivedRelay(body) }
+                }
             }
             listener.onReconnect = { [weak self] in
                 self?.logger.notice("realtime listener reconnected; resynchronising connections")

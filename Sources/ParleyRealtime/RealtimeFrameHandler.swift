@@ -8,8 +8,12 @@ public protocol RealtimeFrameHandler: Sendable {
     func handle(type: String, frame: JSONObject, from connection: RealtimeConnection, device: DeviceKey) async throws(RealtimeFailure) -> [(String, JSONValue)]
     /// A connection of an open session closed (e.g. to end its calls after a grace period).
     func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey)
+    /// A message another node relayed to this handler (`RealtimeService.relay(_:toHandler:onNode:)`);
+    /// called on the cluster listener's loop, so it must not block.
+    func received(fromNode message: String)
 }
 
 extension RealtimeFrameHandler {
     public func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {}
+    public func received(fromNode message: String) {}
 }

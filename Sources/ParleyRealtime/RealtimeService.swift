@@ -341,6 +341,49 @@ public final class RealtimeService: Sendable {
             for connection in registry.connections(ofUser: to) { connection.send(frame: frame) }
         case .presence(let user, let online, let at, let node):
             remotePresenceChanged(userId: user, online: online, at: at, node: node)
+        case .chunk:
+            preconditionFailure("chunks are put together by the cluster")
+        }
+    }
+
+    // MARK: Relays between nodes
+
+    /// Sends `frame` to the device's live connection when the device is connected to another
+    /// node (unqueued: nothing happens if it is offline or leaves meanwhile). Returns whether a
+    /// node was told; false too when the frame is longer than a relay carries.
+    @discardableResult
+    public func relay(_ frame: JSONObject, toDeviceElsewhere key: DeviceKey) async throws(PostgresError) -> Bool {
+        let body = "d \(key.userId) \(key.deviceId) " + JSONValue.object(frame).serialized()
+        guard let payloads = RelayMessage.payloads(body, id: RelayMessage.newID()) else { return false }
+        let rows = try await database.query("""
+            SELECT pg_notify('parley_rt_' || d.node_id, c)
+              FROM rt_devices d CROSS JOIN unnest($3::text[]) c
+             WHERE d.user_id = $1 AND d.device_id = $2 AND d.node_id IS NOT NULL AND d.node_id <> $4
+            """, [.text(key.userId), .text(key.deviceId), .textArray(payloads), .text(nodeID)])
+        return !rows.isEmpty
+    }
+
+    /// Sends `text` to the frame handler registered for `prefix` on the node `node`
+    /// (`RealtimeFrameHandler.received(fromNode:)`). False when it is longer than a relay carries.
+    @discardableResult
+    public func relay(_ text: String, toHandler prefix: String, onNode node: String) async throws(PostgresError) -> Bool {
+        guard !prefix.contains(" "), let payloads = RelayMessage.payloads("h \(prefix) \(text)", id: RelayMessage.newID()) else { return false }
+        try await database.query("SELECT pg_notify($1, c) FROM unnest($2::text[]) c", [.text("parley_rt_" + node), .textArray(payloads)])
+        return true
+    }
+
+    /// A relayed message from another node, put back together (called on the cluster's loop).
+    func receivedRelay(_ body: String) {
+        if body.hasPrefix("d ") {
+            let fields = body.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+            guard fields.count == 4,
+                  let connection = registry.connection(for: DeviceKey(userId: String(fields[1]), deviceId: String(fields[2])))
+            else { return }
+            connection.send(frame: WebSocketFrameEncoder.text(String(fields[3])))
+        } else if body.hasPrefix("h ") {
+            let fields = body.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3, let handler = frameHandler(for: String(fields[1])) else { return }
+            handler.received(fromNode: String(fields[2]))
         }
     }
 

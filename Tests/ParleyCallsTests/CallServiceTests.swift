@@ -424,6 +424,48 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// A call whose owner node stopped heartbeating is closed as failure/node_lost by a live
+    /// node's sweep, and its parties get `call.ended` through their queues.
+    func testCallsOfALostNodeEndAndTheirPartiesAreTold() async throws {
+        let h = try await makeHarness("nodelost")
+        h.transport.addOfflineDevice(H.alice)
+        h.transport.addOfflineDevice(H.bobPhone)
+        h.transport.addOfflineDevice(H.bobTablet)
+        let lost = CallStore(database: h.database.client, nodeId: "lost-node")
+        let answered = Self.newCallId(), ringing = Self.newCallId()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var machine = CallStateMachine(callId: answered, caller: H.alice, calleeId: H.bobPhone.userId, video: false,
+                                       timeouts: Self.fast.timeouts, now: now)
+        _ = machine.start()
+        _ = try machine.handle(CallEvent.offered(deviceCount: 2), now: now)
+        _ = try machine.handle(CallEvent.answer(from: H.bobTablet, sdp: "a"), now: now)
+        _ = try await lost.insert(CallRecord(machine, headers: JSONObject()))
+        var other = CallStateMachine(callId: ringing, caller: H.alice, calleeId: H.bobPhone.userId, video: false,
+                                     timeouts: Self.fast.timeouts, now: now)
+        _ = other.start()
+        _ = try await lost.insert(CallRecord(other, headers: JSONObject()))
+
+        let closed = await h.service.endAbandonedCalls(nodeStaleAfter: .seconds(60))
+        XCTAssertGreaterThanOrEqual(closed, 2)
+        for callId in [answered, ringing] {
+            let record = try await h.store.find(callId)
+            XCTAssertEqual(record?.state, .ended)
+            XCTAssertEqual(record?.details.endCause, .failure)
+            XCTAssertEqual(record?.details.error, "node_lost")
+        }
+        func endings(_ device: CallDevice, _ callId: String) -> [JSONObject] {
+            h.transport.queued(device).map(\.event).filter { $0["type"]?.string == "call.ended" && $0["callId"]?.string == callId }
+        }
+        XCTAssertEqual(endings(H.alice, answered).first?["error"], "node_lost")
+        XCTAssertEqual(endings(H.alice, answered).first?["endCause"], "failure")
+        XCTAssertEqual(endings(H.bobTablet, answered).count, 1, "the answering device is told")
+        XCTAssertEqual(endings(H.bobPhone, answered).count, 0, "the device that did not answer is not")
+        XCTAssertEqual(endings(H.alice, ringing).count, 1)
+        XCTAssertEqual(endings(H.bobPhone, ringing).count, 1, "every callee device of an unanswered call is told")
+        XCTAssertEqual(endings(H.bobTablet, ringing).count, 1)
+        await h.shutdown()
+    }
+
     /// A callee connected here rings before the call is stored; its frames that arrive before
     /// the row is written wait for it instead of failing.
     func testCalleeAnsweringBeforeTheCallIsStoredIsHeld() async throws {

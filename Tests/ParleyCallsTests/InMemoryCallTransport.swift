@@ -23,6 +23,23 @@ final class InMemoryCallTransport: CallTransport {
     }
 
     private let state = Mutex(State())
+    /// This transport's node (tests of several nodes), and the nodes it reaches.
+    let nodeId: String
+    private let peers = Mutex<[String: Peer]>([:])
+
+    struct Peer {
+        var transport: InMemoryCallTransport
+        var service: CallService
+    }
+
+    init(nodeId: String = "") {
+        self.nodeId = nodeId
+    }
+
+    /// Makes the node `node` (its devices and its call service) reachable from this one.
+    func link(_ node: String, transport: InMemoryCallTransport, service: CallService) {
+        peers.withLock { $0[node] = Peer(transport: transport, service: service) }
+    }
 
     func connect(_ device: CallDevice) {
         state.withLock { state in
@@ -120,6 +137,22 @@ final class InMemoryCallTransport: CallTransport {
     }
 
     struct QueueFailure: Error {}
+
+    /// To the linked node the device is connected to.
+    func relay(_ event: JSONObject, to device: CallDevice) async throws -> Bool {
+        let nodes = peers.withLock { Array($0.values) }
+        guard let peer = nodes.first(where: { $0.transport.isConnected(device) }) else { return false }
+        return peer.transport.send(event, to: device)
+    }
+
+    /// Through JSON text, as the realtime relay carries it; a node not linked swallows it (a
+    /// stopped node).
+    func send(_ message: JSONObject, toNode node: String) async throws -> Bool {
+        guard let peer = peers.withLock({ $0[node] }) else { return true }
+        guard let parsed = try JSONParser().parse(JSONValue.object(message).serialized()).object else { return false }
+        peer.service.received(fromNode: parsed)
+        return true
+    }
 
     func devices(of userId: String) async throws -> [String] {
         try state.withLock { state in
