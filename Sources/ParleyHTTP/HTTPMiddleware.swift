@@ -5,6 +5,12 @@ public typealias HTTPHandler = @Sendable (HTTPRequest, RequestContext) async thr
 /// created): for cheap endpoints such as `/health`. It must not block.
 public typealias HTTPInlineHandler = @Sendable (HTTPRequest, RequestContext) -> HTTPResponse
 
+/// The inline half of an inline-first route: runs on the connection's event loop before any
+/// middleware and returns a response when it can answer synchronously (a cache hit), or nil to
+/// hand the request to the route's async handler. It gets no `RequestContext`: none is built
+/// for a request answered inline. It must not block.
+public typealias HTTPInlineAttempt = @Sendable (HTTPRequest) -> HTTPResponse?
+
 /// A step around async handlers (Hummingbird style): it may change the request or context,
 /// answer early, or change the response `next` returns.
 public protocol HTTPMiddleware: Sendable {

@@ -312,17 +312,29 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
                 started: started, constant: route.constant))
         case .found(let route, let parameters):
+            if case .inlineFirst(let attempt, let handler) = route.handler {
+                let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
+                if let response = attempt(request) {
+                    enqueue(Slot(
+                        sequence: sequence, method: request.method, route: route, response: response, keepAlive: request.head.keepAlive,
+                        started: started))
+                } else {
+                    enqueue(Slot(
+                        sequence: sequence, method: request.method, route: route, response: nil, keepAlive: request.head.keepAlive,
+                        started: started))
+                    runAsync(handler, request, makeContext(route, parameters), sequence: sequence)
+                }
+                return
+            }
             var slot = Slot(
                 sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
                 started: started)
-            let requestContext = RequestContext(
-                parameters: parameters, route: route.pattern, requestID: context.nextRequestID(),
-                remoteAddress: connection.remoteAddress, loop: connection.loop, logger: core.logger)
+            let requestContext = makeContext(route, parameters)
             switch route.handler {
             case .inline(let handler):
                 slot.response = handler(HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext)
                 enqueue(slot)
-            case .async(let handler):
+            case .async(let handler), .inlineFirst(_, let handler):
                 enqueue(slot)
                 runAsync(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext, sequence: sequence)
             case .upgrade(let handler):
@@ -337,6 +349,12 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 enqueue(slot)
             }
         }
+    }
+
+    private func makeContext(_ route: Route, _ parameters: PathParameters) -> RequestContext {
+        RequestContext(
+            parameters: parameters, route: route.pattern, requestID: context.nextRequestID(),
+            remoteAddress: connection.remoteAddress, loop: connection.loop, logger: core.logger)
     }
 
     /// A bodiless request for a `constant` route, answered without building its head: the same

@@ -3,6 +3,9 @@
 public enum RouteHandler: Sendable {
     case inline(HTTPInlineHandler)
     case async(HTTPHandler)
+    /// Tries the inline answer on the loop; when it returns nil, runs the async handler (with its
+    /// middleware) as a task, as for `.async`.
+    case inlineFirst(HTTPInlineAttempt, HTTPHandler)
     case upgrade(HTTPUpgradeHandler)
 }
 
@@ -36,7 +39,8 @@ public final class Route: Sendable {
 /// matches the rest of the path (zero or more segments, available as parameter `"*"`). Empty
 /// segments are ignored, so `/a//b/` matches `/a/b`. Literals win over parameters, parameters over
 /// `*`, with backtracking. Middleware added with `add(middleware:)` wraps the async routes
-/// registered after it; inline routes skip middleware.
+/// registered after it; inline routes skip middleware, and so does the inline answer of an
+/// inline-first route (`on(_:_:inline:else:)`), while its async fallback runs through it.
 public final class Router {
     private var routes: [Route] = []
     private var shapes: Set<String> = []
@@ -55,6 +59,19 @@ public final class Router {
     @discardableResult
     public func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPHandler) -> Router {
         register(method, pattern, middlewares: middlewares, handler: handler)
+        return self
+    }
+
+    /// Registers an inline-first route: `inline` runs on the event loop for each request, without
+    /// middleware, context or task; when it returns nil the request goes to `handler`, which runs
+    /// as a task through the current middleware exactly like a route registered with `on(_:_:use:)`.
+    ///
+    /// For endpoints that can usually answer from memory (a cached `/users/me`). Whatever checks
+    /// the middleware would make (authentication, rate limits) `inline` must make itself, or
+    /// return nil; logging middleware does not see inline answers (the observer does).
+    @discardableResult
+    public func on(_ method: HTTPMethod, _ pattern: String, inline: @escaping HTTPInlineAttempt, else handler: @escaping HTTPHandler) -> Router {
+        register(method, pattern, middlewares: middlewares, inline: inline, handler: handler)
         return self
     }
 
@@ -101,16 +118,22 @@ public final class Router {
         RouteTable(routes: routes)
     }
 
-    func register(_ method: HTTPMethod, _ pattern: String, middlewares: [any HTTPMiddleware], handler: @escaping HTTPHandler) {
-        guard !middlewares.isEmpty else {
-            register(method, pattern, handler: .async(handler))
-            return
+    func register(
+        _ method: HTTPMethod, _ pattern: String, middlewares: [any HTTPMiddleware], inline: HTTPInlineAttempt? = nil,
+        handler: @escaping HTTPHandler
+    ) {
+        var wrapped = handler
+        if !middlewares.isEmpty {
+            let chain = MiddlewareChain(middlewares: middlewares, handler: handler)
+            wrapped = { (request: HTTPRequest, context: RequestContext) async throws -> HTTPResponse in
+                try await chain.run(request, context)
+            }
         }
-        let chain = MiddlewareChain(middlewares: middlewares, handler: handler)
-        let wrapped: HTTPHandler = { (request: HTTPRequest, context: RequestContext) async throws -> HTTPResponse in
-            try await chain.run(request, context)
+        if let inline {
+            register(method, pattern, handler: .inlineFirst(inline, wrapped))
+        } else {
+            register(method, pattern, handler: .async(wrapped))
         }
-        register(method, pattern, handler: .async(wrapped))
     }
 
     func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler, constant: ConstantResponse? = nil) {
@@ -155,6 +178,13 @@ public struct RouterGroup {
     @discardableResult
     public func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup {
         router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, handler: handler)
+        return self
+    }
+
+    /// See `Router.on(_:_:inline:else:)`: the async fallback runs through this group's middleware.
+    @discardableResult
+    public func on(_ method: HTTPMethod, _ pattern: String, inline: @escaping HTTPInlineAttempt, else handler: @escaping HTTPHandler) -> RouterGroup {
+        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, inline: inline, handler: handler)
         return self
     }
 

@@ -293,7 +293,7 @@ public final class EventLoop: @unchecked Sendable {
             for work in batch {
                 switch work {
                 case .closure(let body): body()
-                case .job(let job): job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+                case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
                 }
             }
             rounds += 1

@@ -48,6 +48,12 @@ public final class PostgresClient: Sendable {
     @discardableResult
     public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
         let pool = pool()
+        // Already on the pool's loop (a request task, which prefers its connection's loop): the
+        // pool's synchronous part runs here and the task resumes on its own preferred executor,
+        // so the preference wrapper would only cost a task-local push and pop per statement.
+        if let current = EventLoop.current, current === pool.loop {
+            return try await pool.query(sql, params, prepared: prepared)
+        }
         return try await withTaskExecutorPreference(pool.loop) { () async throws(PostgresError) -> PostgresRows in
             try await pool.query(sql, params, prepared: prepared)
         }

@@ -75,7 +75,9 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
     /// Runs one statement on the least-loaded connection (loop thread).
     public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
         loop.preconditionInEventLoop()
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<PostgresRows, PostgresError>, Never>) in
+        // Unsafe rather than checked: `submit` calls its completion exactly once, and the checked
+        // variant allocates a box per statement.
+        let result = await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<PostgresRows, PostgresError>, Never>) in
             submit(sql, params, prepared: prepared) { continuation.resume(returning: $0) }
         }
         return try result.get()

@@ -147,6 +147,9 @@ final class RouterTests: XCTestCase {
         switch route.handler {
         case .inline(let handler): return handler(request, context)
         case .async(let handler): return try await handler(request, context)
+        case .inlineFirst(let attempt, let handler):
+            if let response = attempt(request) { return response }
+            return try await handler(request, context)
         case .upgrade: return HTTPResponse(status: .switchingProtocols)
         }
     }

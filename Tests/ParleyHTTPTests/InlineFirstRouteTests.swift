@@ -1,0 +1,81 @@
+import Foundation
+import ParleyNet
+import XCTest
+@testable import ParleyHTTP
+
+/// `Router.on(_:_:inline:else:)`: the inline answer skips middleware and tasks, a nil falls back
+/// to the async handler through the middleware, and pipelined answers keep request order.
+final class InlineFirstRouteTests: XCTestCase {
+    private var group: EventLoopGroup!
+    private var server: HTTPServer!
+
+    /// Adds `X-Middleware: ran` to every response it wraps.
+    struct Stamp: HTTPMiddleware {
+        func handle(_ request: HTTPRequest, context: RequestContext, next: (HTTPRequest, RequestContext) async throws -> HTTPResponse) async throws -> HTTPResponse {
+            var response = try await next(request, context)
+            response.headers.add("X-Middleware", "ran")
+            return response
+        }
+    }
+
+    override func setUpWithError() throws {
+        group = try EventLoopGroup(threads: 1)
+        let router = Router()
+        router.add(middleware: Stamp())
+        router.on(.get, "/me", inline: { request in
+            request.headers["X-Fast"] == nil ? nil : HTTPResponse(body: "inline")
+        }, else: { _, context in
+            try await Task.sleep(for: .milliseconds(5))
+            return HTTPResponse(body: "async \(context.route ?? "?")")
+        })
+        server = HTTPServer(group: group, configuration: .init(host: "127.0.0.1", port: 0), router: router)
+        try server.start()
+    }
+
+    override func tearDown() {
+        server.closeAll()
+        group.shutdownGracefully()
+        group = nil
+    }
+
+    private func exchange(_ requests: String) throws -> String {
+        let client = try HTTPTestClient(port: server.port, timeoutSeconds: 5)
+        try client.send(requests)
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            received += chunk[0..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    func testInlineAnswerSkipsMiddlewareAndFallbackRunsThroughIt() throws {
+        let fast = try exchange("GET /me HTTP/1.1\r\nX-Fast: 1\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(fast.hasSuffix("\r\n\r\ninline"), fast)
+        XCTAssertFalse(fast.contains("X-Middleware"), fast)
+        let slow = try exchange("GET /me HTTP/1.1\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(slow.hasSuffix("\r\n\r\nasync /me"), slow)
+        XCTAssertTrue(slow.contains("X-Middleware: ran\r\n"), slow)
+    }
+
+    func testPipelinedInlineAnswersWaitForEarlierFallbacks() throws {
+        let all = try exchange(
+            "GET /me HTTP/1.1\r\n\r\nGET /me HTTP/1.1\r\nX-Fast: 1\r\n\r\nGET /me HTTP/1.1\r\n\r\nGET /me HTTP/1.1\r\nX-Fast: 1\r\nConnection: close\r\n\r\n")
+        let bodies = all.components(separatedBy: "HTTP/1.1 200 OK").dropFirst().map { $0.components(separatedBy: "\r\n\r\n").last ?? "" }
+        XCTAssertEqual(bodies, ["async /me", "inline", "async /me", "inline"])
+    }
+
+    func testHeadFallsBackToTheGetRoute() async throws {
+        let router = Router()
+        router.on(.get, "/x", inline: { _ in HTTPResponse(body: "inline") }, else: { _, _ in HTTPResponse(body: "async") })
+        guard case .found(let route, _) = router.makeTable().match(.head, path: "/x"), case .inlineFirst(let attempt, let handler) = route.handler else {
+            return XCTFail("HEAD /x should find the inline-first GET route")
+        }
+        let request = HTTPRequest(head: try HTTPRequestHead(method: .head, target: "/x"))
+        XCTAssertEqual(attempt(request)?.body, Array("inline".utf8))
+        let response = try await handler(request, RequestContext(loop: try EventLoop(index: 0)))
+        XCTAssertEqual(response.body, Array("async".utf8))
+    }
+}
