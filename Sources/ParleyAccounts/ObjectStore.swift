@@ -68,16 +68,8 @@ public struct ObjectStore: Sendable {
         if case .some(let acl) = plan.acl {
             assignments.append(ACLSQL.assignments(acl, builder: &builder))
         }
-        if plan.touchesData {
-            assignments.append("data = \(plan.dataExpression(column: "data", builder: &builder))")
-        }
-        if let geo = plan.geoPoint {
-            assignments.append("geo = \(ACLSQL.geo(latitude: geo.latitude, longitude: geo.longitude, builder: &builder))")
-        } else if plan.clearedFields.contains(where: { types[$0] == .geoPoint }) {
-            assignments.append("geo = NULL")
-        }
         let now = UTCTime.nowMilliseconds()
-        assignments.append("updated_at = \(builder.bind(.timestamp(milliseconds: now)))")
+        assignments += plan.updateAssignments(types: types, now: now, builder: &builder)
         let sql = "UPDATE objects SET \(assignments.joined(separator: ", ")) WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
         guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }

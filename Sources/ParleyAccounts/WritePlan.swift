@@ -91,6 +91,22 @@ public struct WritePlan: Sendable {
         return data
     }
 
+    /// The `SET` assignments every update shares: `data`, the mirrored `geo` column, `updated_at`.
+    /// `types` are the class's field types after this write; `now` is the new `updatedAt`.
+    func updateAssignments(types: [String: ParseFieldType], now: Int64, builder: inout SQLBuilder) -> [String] {
+        var assignments: [String] = []
+        if touchesData {
+            assignments.append("data = \(dataExpression(column: "data", builder: &builder))")
+        }
+        if let geo = geoPoint {
+            assignments.append("geo = \(ACLSQL.geo(latitude: geo.latitude, longitude: geo.longitude, builder: &builder))")
+        } else if clearedFields.contains(where: { types[$0] == .geoPoint }) {
+            assignments.append("geo = NULL")
+        }
+        assignments.append("updated_at = \(builder.bind(.timestamp(milliseconds: now)))")
+        return assignments
+    }
+
     /// The SQL expression of the new `data` from `column`, applied atomically by one UPDATE.
     func dataExpression(column: String, builder: inout SQLBuilder) -> String {
         var expression = column
