@@ -16,6 +16,8 @@ set -euo pipefail
 PARLEY_SCRIPT=bench-instructions
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+# shellcheck source=bench/http/nginx-config.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nginx-config.sh"
 
 with_parley=1
 with_nginx=1
@@ -90,35 +92,9 @@ wait_ready() {
 servers=()
 if [ "$with_nginx" -eq 1 ]; then
     nginx_port="$(free_port)"
-    mkdir -p "$work/nginx"
     # valgrind cannot be controlled in forked workers, so nginx runs as one process here
     # (master_process off): its per-request work is that of one of run.sh's two workers.
-    cat >"$work/nginx/nginx.conf" <<EOF
-master_process off;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events {
-    worker_connections 1024;
-}
-http {
-    access_log off;
-    keepalive_requests 1000000000;
-    keepalive_timeout 75s;
-    client_body_temp_path $work/nginx/client_body;
-    proxy_temp_path $work/nginx/proxy;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    server {
-        listen 127.0.0.1:$nginx_port reuseport;
-        location = /health {
-            default_type application/json;
-            return 200 '{"status":"ok"}';
-        }
-    }
-}
-EOF
+    write_nginx_config "$work/nginx" "$nginx_port" 'master_process off;'
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg-nginx.%p" \
         "$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" >"$work/nginx.log" 2>&1 &
     nginx_pid=$!

@@ -17,6 +17,8 @@ set -euo pipefail
 PARLEY_SCRIPT=bench-http
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+# shellcheck source=bench/http/nginx-config.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nginx-config.sh"
 
 with_parley=1
 build=1
@@ -126,33 +128,7 @@ median() {
 
 # --- nginx: the reference, a fixed 200 with the same body. ---
 nginx_port="$(free_port)"
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
-worker_processes 2;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events {
-    worker_connections 1024;
-}
-http {
-    access_log off;
-    keepalive_requests 1000000000;
-    keepalive_timeout 75s;
-    client_body_temp_path $work/nginx/client_body;
-    proxy_temp_path $work/nginx/proxy;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    server {
-        listen 127.0.0.1:$nginx_port reuseport;
-        location = /health {
-            default_type application/json;
-            return 200 '{"status":"ok"}';
-        }
-    }
-}
-EOF
+write_nginx_config "$work/nginx" "$nginx_port" 'worker_processes 2;'
 "$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" >"$work/nginx.log" 2>&1 &
 nginx_pid=$!
 nginx_url="http://127.0.0.1:$nginx_port/health"
