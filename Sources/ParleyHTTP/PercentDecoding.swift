@@ -7,24 +7,7 @@ enum PercentDecoding {
             // Target bytes are visible ASCII already.
             return String(decoding: bytes, as: UTF8.self)
         }
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(bytes.count)
-        var index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == .percent {
-                guard index + 2 < bytes.count,
-                      let high = HTTPCharacterClass.hexValue(bytes[index + 1]),
-                      let low = HTTPCharacterClass.hexValue(bytes[index + 2]) else { return nil }
-                let value = high << 4 | low
-                if value == 0 { return nil }
-                decoded.append(value)
-                index += 3
-            } else {
-                decoded.append(byte)
-                index += 1
-            }
-        }
+        guard let decoded = decodeSegment(bytes), !decoded.contains(0) else { return nil }
         return String(validating: decoded, as: UTF8.self)
     }
 
