@@ -14,6 +14,7 @@ public final class DeliveryQueue: Sendable {
     public let nodeID: String
     let observer: (any DeliveryObserver)?
     let logger: Logger
+    private let disconnects: DisconnectRecorder
 
     public init(database: PostgresClient, registry: ConnectionRegistry, nodeID: String,
                 observer: (any DeliveryObserver)? = nil, logger: Logger = Logger(label: "realtime")) {
@@ -22,6 +23,7 @@ public final class DeliveryQueue: Sendable {
         self.nodeID = nodeID
         self.observer = observer
         self.logger = logger
+        disconnects = DisconnectRecorder(database: database, nodeID: nodeID, logger: logger)
     }
 
     // MARK: Devices
@@ -48,16 +50,14 @@ public final class DeliveryQueue: Sendable {
         return DeviceState(lastSeq: Int64(last), trimmedSeq: Int64(trimmed), created: row["created"].bool ?? false)
     }
 
-    /// Records that the device's connection `connectionID` ended (no effect if a newer one took over).
-    public func deviceDisconnected(_ key: DeviceKey, connectionID: UInt64) async {
-        do {
-            _ = try await run("SELECT rt_device_disconnected($1, $2, $3)", [
-                .text(key.userId), .text(key.deviceId), .int(Int(truncatingIfNeeded: connectionID)),
-            ])
-        } catch {
-            logger.warning("could not record a disconnect", [("device", key.description), ("error", error.description)])
-        }
+    /// Records that the device's connection `connectionID` ended (no effect if a newer one took
+    /// over). Returns at once: records are written in batches and retried (`DisconnectRecorder`).
+    public func deviceDisconnected(_ key: DeviceKey, connectionID: UInt64) {
+        disconnects.record(key, connectionID: connectionID)
     }
+
+    /// Disconnect records not yet written.
+    public var pendingDisconnects: Int { disconnects.pendingCount }
 
     // MARK: Reading
 

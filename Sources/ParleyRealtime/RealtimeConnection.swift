@@ -99,9 +99,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
         service.connectionClosed(self, device: key)
         if deviceRecorded {
             deviceRecorded = false
-            let queue = service.queue
-            let id = connectionID
-            Task(executorPreference: loop) { await queue.deviceDisconnected(key, connectionID: id) }
+            service.queue.deviceDisconnected(key, connectionID: connectionID)
         }
     }
 
@@ -185,7 +183,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             guard machine.phase == .authenticating else {
                 // Closed or replaced while registering: the disconnect must be recorded after the registration.
                 if socket == nil {
-                    await service.queue.deviceDisconnected(key, connectionID: connectionID)
+                    service.queue.deviceDisconnected(key, connectionID: connectionID)
                 } else {
                     deviceRecorded = true
                 }

@@ -248,12 +248,38 @@ final class DeliveryQueueTests: XCTestCase {
         _ = try await env.register("alice", "d1", connection: 5)
         let recorded = try await env.sql("SELECT connection_id FROM rt_devices WHERE device_id = 'd1'").first?["connection_id"].int
         XCTAssertEqual(recorded, 10)
-        await env.queue.deviceDisconnected(DeviceKey(userId: "alice", deviceId: "d1"), connectionID: 5)
+        env.queue.deviceDisconnected(DeviceKey(userId: "alice", deviceId: "d1"), connectionID: 5)
+        let queue = env.queue
+        let written = await eventually { queue.pendingDisconnects == 0 }
+        XCTAssertTrue(written)
         let stillConnected = try await env.sql("SELECT node_id FROM rt_devices WHERE device_id = 'd1'").first?["node_id"].string
         XCTAssertEqual(stillConnected, env.service.nodeID)
-        await env.queue.deviceDisconnected(DeviceKey(userId: "alice", deviceId: "d1"), connectionID: 10)
+        env.queue.deviceDisconnected(DeviceKey(userId: "alice", deviceId: "d1"), connectionID: 10)
+        let writtenToo = await eventually { queue.pendingDisconnects == 0 }
+        XCTAssertTrue(writtenToo)
         let offline = try await env.sql("SELECT node_id FROM rt_devices WHERE device_id = 'd1'").first?["node_id"].isNull
         XCTAssertEqual(offline, true)
+    }
+
+    func testABurstOfDisconnectsIsRecordedInBatchesAndOnlyForThisNode() async throws {
+        try await env.makeUsers("alice", "bob")
+        // 3,000 connected devices of alice on this node, one of bob on another node with the same connection id.
+        _ = try await env.sql("""
+            INSERT INTO rt_devices (user_id, device_id, node_id, connection_id)
+            SELECT 'alice', 'd' || g, '\(env.service.nodeID)', g FROM generate_series(1, 3000) g
+            """)
+        _ = try await env.sql("INSERT INTO rt_devices (user_id, device_id, node_id, connection_id) VALUES ('bob', 'b1', 'othernode0002', 7)")
+        for n in 1...3000 {
+            env.queue.deviceDisconnected(DeviceKey(userId: "alice", deviceId: "d\(n)"), connectionID: UInt64(n))
+        }
+        env.queue.deviceDisconnected(DeviceKey(userId: "bob", deviceId: "b1"), connectionID: 7)
+        let queue = env.queue
+        let written = await eventually { queue.pendingDisconnects == 0 }
+        XCTAssertTrue(written)
+        let connected = try await env.sql("SELECT count(*) AS n FROM rt_devices WHERE user_id = 'alice' AND node_id IS NOT NULL").first?["n"].int
+        XCTAssertEqual(connected, 0)
+        let bob = try await env.sql("SELECT node_id FROM rt_devices WHERE user_id = 'bob'").first?["node_id"].string
+        XCTAssertEqual(bob, "othernode0002")
     }
 
     func testOtherNodesAreNotifiedOfEventsAndReplacements() async throws {
