@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum phase { CONNECTING, HANDSHAKE, HELLO, OPEN, CLOSED };
+enum phase { CONNECTING, HANDSHAKE, HELLO, OPEN, WAITING, CLOSED };
 enum role { SENDER, RECIPIENT, IDLE };
 
 typedef struct {
@@ -58,6 +58,8 @@ typedef struct conn {
     uint64_t sent_total;
     uint64_t paced;  // messages sent by the open-loop pacer
     int64_t last_seq, acked_seq;
+    int retries;           // hellos refused with `unavailable` (idle mode retries them)
+    uint64_t retry_at_ns;  // when a WAITING connection reconnects
     uint64_t last_ack_ns;
     uint64_t *send_times;  // ring of send timestamps by request id (senders)
 } conn;
@@ -77,7 +79,7 @@ static uint32_t *latencies;  // microseconds, send→receive
 static size_t nlat, caplat;
 static uint32_t *ok_latencies;  // microseconds, send→ok
 static size_t nok, capok;
-static int open_count, closed_count;
+static int open_count, closed_count, retried_count;
 static uint32_t mask_state = 0x9e3779b9u;
 static unsigned long long run_id;  // makes clientMessageIds unique across runs (re-sends are deduplicated)
 
@@ -219,6 +221,19 @@ static void on_text(conn *c, const char *json, size_t len) {
     uint64_t t = now_ns();
     if (c->phase == HELLO) {
         if (!memmem(json, len, "\"type\":\"welcome\"", 16)) {
+            if (c->role == IDLE && c->retries < 8 && memmem(json, len, "\"code\":\"unavailable\"", strlen("\"code\":\"unavailable\""))) {
+                // The server is overloaded (a reconnect storm): back off and retry, as the
+                // reconnect algorithm in docs/realtime-protocol.md tells clients to.
+                epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+                close(c->fd);
+                c->in.len = c->in.off = c->out.len = c->out.off = 0;
+                c->retries++;
+                c->phase = WAITING;
+                c->retry_at_ns = t + (500ull << (c->retries < 4 ? c->retries : 4)) * 1000000ull
+                                 + (uint64_t)(rand() % 1000) * 1000000ull;
+                retried_count++;
+                return;
+            }
             fprintf(stderr, "hello refused: %.*s\n", (int)len, json);
             close_conn(c, "hello refused");
             return;
@@ -413,6 +428,11 @@ static void run_loop(uint64_t until, int (*done)(void)) {
         static uint64_t last_sweep;
         if (t - last_sweep > 20000000ull) {
             last_sweep = t;
+            if (retried_count > 0) {
+                for (int k = 0; k < nconns; k++) {
+                    if (conns[k].phase == WAITING && t >= conns[k].retry_at_ns) open_conn(&conns[k]);
+                }
+            }
             for (int k = 0; k < nconns; k++) {
                 conn *c = &conns[k];
                 if (c->phase == OPEN && c->last_seq > c->acked_seq && t - c->last_ack_ns > 20000000ull) {
@@ -538,7 +558,8 @@ int main(int argc, char **argv) {
             if (i % 500 == 499) run_loop(now_ns() + 20000000ull, NULL);
         }
         run_loop(now_ns() + 300ull * 1000000000ull, connected_all);
-        printf("ready %d open %d closed in %.1f s\n", open_count, closed_count, (double)(now_ns() - started) / 1e9);
+        printf("ready %d open %d closed %d retried in %.1f s\n", open_count, closed_count, retried_count,
+               (double)(now_ns() - started) / 1e9);
         fflush(stdout);
         if (hold >= 0) {
             run_loop(now_ns() + (uint64_t)(hold * 1e9), NULL);

@@ -8,7 +8,8 @@
               (a) one message + its queue row per transaction (what committing each send alone
               costs), (b) 256 messages + queue rows per transaction (raw batched inserts), and
               (c) the server's own group-commit function rt_send_batch with 256 messages per call.
-  memory      server RSS per idle authenticated connection at the given connection counts.
+  memory      server RSS per idle authenticated connection at the given connection counts (past
+              one process's fd limit, spread over several nodes on the same database).
 
 Usage: bench/realtime/run.py [--pairs 500] [--window 8] [--rate 2000,5000] [--duration 20] [--idle 10000,19000]
                              [--only throughput|reference|memory]
@@ -144,47 +145,58 @@ SELECT count(*) FROM rt_send_batch(
 
 
 def memory(args, postgres, workdir, client):
+    """RSS per idle authenticated connection. One process holds at most its hard RLIMIT_NOFILE of
+    sockets (20,000 in this container, not raisable without CAP_SYS_RESOURCE), so larger counts
+    are spread over several `parley serve` nodes on the same database, as a deployment would run
+    them, and the RSS growth of all nodes is summed."""
     counts = [int(n) for n in args.idle.split(",") if n]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    per_process = max(1000, hard - 500)
     url = postgres.create_database("idle")
-    server = ParleyServer(url).start()
+    nodes = max(1, -(-max(counts) // per_process))
+    log(f"memory: {nodes} node(s), at most {per_process} connections per process")
+    servers = [ParleyServer(url).start() for _ in range(nodes)]
     results = []
     try:
         users = create_users(postgres, "idle", "m", max(counts))
         path = tokens_file(workdir, users, "idle.txt")
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        per_client = max(1000, hard - 500)
         for count in counts:
             time.sleep(2)
-            baseline = server.rss_kib()
+            used = -(-count // per_process)
+            baseline = [server.rss_kib() for server in servers[:used]]
             clients = []
             offset = 0
-            while offset < count:
-                n = min(per_client, count - offset)
-                process = subprocess.Popen([client, "idle", "--port", str(server.port), "--tokens", path, "--count", str(n),
-                                            "--offset", str(offset)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                           preexec_fn=raise_nofile)
-                clients.append(process)
-                offset += n
+            for index, server in enumerate(servers[:used]):
+                share = count // used + (1 if index < count % used else 0)
+                end = offset + share
+                while offset < end:
+                    n = min(per_process, end - offset)
+                    process = subprocess.Popen([client, "idle", "--port", str(server.port), "--tokens", path, "--count", str(n),
+                                                "--offset", str(offset)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                               text=True, preexec_fn=raise_nofile)
+                    clients.append(process)
+                    offset += n
             ready = [process.stdout.readline().strip() for process in clients]
             # Past one realtime heartbeat (10 s), which returns the heap pages the handshake burst freed.
             time.sleep(12)
-            connected = server.metric("parley_realtime_connections")
-            rss = server.rss_kib()
-            per = (rss - baseline) * 1024 / count
-            log(f"memory: {count} idle connections ({ready}): server says {connected:.0f}; RSS {baseline} → {rss} KiB, "
-                f"{per:.0f} bytes per connection")
-            results.append({"connections": count, "registered": connected, "rss_before_kib": baseline, "rss_after_kib": rss,
-                            "bytes_per_connection": round(per)})
+            connected = sum(server.metric("parley_realtime_connections") for server in servers[:used])
+            rss = [server.rss_kib() for server in servers[:used]]
+            per = (sum(rss) - sum(baseline)) * 1024 / count
+            log(f"memory: {count} idle connections on {used} node(s) ({ready}): servers say {connected:.0f}; "
+                f"RSS {sum(baseline)} → {sum(rss)} KiB, {per:.0f} bytes per connection")
+            results.append({"connections": count, "nodes": used, "registered": connected,
+                            "rss_before_kib": sum(baseline), "rss_after_kib": sum(rss), "bytes_per_connection": round(per)})
             for process in clients:
                 process.stdin.close()
             for process in clients:
                 process.wait(timeout=60)
             deadline = time.time() + 30
-            while server.metric("parley_realtime_connections") and time.time() < deadline:
+            while any(server.metric("parley_realtime_connections") for server in servers) and time.time() < deadline:
                 time.sleep(0.2)
         return results
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
 
 
 def main():
