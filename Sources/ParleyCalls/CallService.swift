@@ -15,6 +15,10 @@ public final class CallService: Sendable {
     /// The answer to one frame: extra `ok` fields, or the refusal.
     public typealias Respond = @Sendable (Result<JSONObject, CallError>) -> Void
 
+    /// How long after the answer a live call's row is rewritten with the answering device. A
+    /// call that ends sooner is written once, at its end.
+    public static let answerRecordDelay: Duration = .seconds(1)
+
     public let configuration: CallConfiguration
     let group: EventLoopGroup
     let store: CallStore
@@ -375,10 +379,19 @@ public final class CallService: Sendable {
     /// Loop thread: carries out the actions in order.
     private func run(_ actions: [CallAction], entry: CallEntry, on callLoop: CallLoop) {
         callLoop.loop.preconditionInEventLoop()
+        // `call.ended` goes to both parties: its details are built once.
+        var built: (message: CallMessage, frame: JSONObject)?
         for action in actions {
             switch action {
             case .send(let message, let recipient):
-                deliver(message, to: recipient, entry: entry)
+                let frame: JSONObject
+                if let built, built.message == message {
+                    frame = built.frame
+                } else {
+                    frame = CallFrames.event(message, record: entry.record)
+                    built = (message, frame)
+                }
+                deliver(message, frame: frame, to: recipient, entry: entry)
             case .arm(let timer, let delay):
                 let key = entry.key
                 entry.timers[timer] = callLoop.loop.schedule(after: delay) { [self] in
@@ -393,9 +406,18 @@ public final class CallService: Sendable {
             case .cancel(let timer):
                 if let id = entry.timers.removeValue(forKey: timer) { callLoop.loop.cancel(id) }
             case .persist:
-                // The row is rewritten at the answer and at the end; the steps between reach it
-                // with the next of those writes (fewer statements per call).
-                if entry.machine.state == .answered || entry.machine.state == .ended { persist(entry) }
+                // The row is written at the invite and rewritten at the end; the steps between
+                // reach it with that write. A call still answered a moment after the answer is
+                // rewritten then too, so a sweep after a node loss knows the answering device
+                // (most setups that end at once cost no extra statement).
+                switch entry.machine.state {
+                case .ended:
+                    persist(entry)
+                case .answered, .established:
+                    persistAnswerLater(entry, on: callLoop)
+                case .initiating, .progressing, .ringing:
+                    break
+                }
             case .offer(let expiresAt):
                 offer(entry, expiresAt: expiresAt, on: callLoop)
             case .finish:
@@ -429,8 +451,7 @@ public final class CallService: Sendable {
         }
     }
 
-    private func deliver(_ message: CallMessage, to recipient: CallRecipient, entry: CallEntry) {
-        let frame = CallFrames.event(message, record: entry.record)
+    private func deliver(_ message: CallMessage, frame: JSONObject, to recipient: CallRecipient, entry: CallEntry) {
         let isEnded = if case .ended = message { true } else { false }
         switch recipient {
         case .caller:
@@ -522,10 +543,24 @@ public final class CallService: Sendable {
         }
     }
 
+    /// Rewrites an answered call's row after `answerRecordDelay`, if it has not ended by then.
+    private func persistAnswerLater(_ entry: CallEntry, on callLoop: CallLoop) {
+        guard !entry.answerRecorded, entry.answerRecordTimer == nil else { return }
+        let key = entry.key
+        entry.answerRecordTimer = callLoop.loop.schedule(after: Self.answerRecordDelay) { [self] in
+            guard let entry = callLoop[key] else { return }
+            entry.answerRecordTimer = nil
+            entry.answerRecorded = true
+            persist(entry)
+        }
+    }
+
     private func finish(_ entry: CallEntry, on callLoop: CallLoop) {
         callLoop[entry.key] = nil
         for id in entry.timers.values { callLoop.loop.cancel(id) }
         entry.timers = [:]
+        if let id = entry.answerRecordTimer { callLoop.loop.cancel(id) }
+        entry.answerRecordTimer = nil
         directory.release(callId: entry.machine.callId, ended: true)
         if let cause = entry.machine.details.endCause { endedCounters[cause]?.increment() }
         logger.debug("call ended", [("callId", entry.machine.callId), ("endCause", entry.machine.details.endCause?.rawValue ?? "")])
