@@ -108,22 +108,33 @@ public final class CallService: Sendable {
             callLoop.loop.execute { callLoop.beginStoring(key) }
         }
         Task(executorPreference: callLoop.loop) { [self] in
-            // The callee's devices are read while the call is stored (one round trip for both).
-            async let devices = transport.devices(of: invite.to)
             let insertion: CallStore.Insertion
-            do {
-                insertion = try await store.insert(record)
-            } catch {
-                logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
-                _ = try? await devices
-                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
-            }
             let calleeDevices: [String]?
-            do {
-                calleeDevices = try await devices
-            } catch {
-                logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
-                calleeDevices = nil
+            if store.readsCalleeDevices {
+                // The callee's devices come with the insert (one statement).
+                do {
+                    insertion = try await store.insert(record)
+                } catch {
+                    logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
+                    return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
+                }
+                calleeDevices = insertion.calleeDevices
+            } else {
+                // The callee's devices are read while the call is stored (one round trip for both).
+                async let devices = transport.devices(of: invite.to)
+                do {
+                    insertion = try await store.insert(record)
+                } catch {
+                    logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
+                    _ = try? await devices
+                    return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
+                }
+                do {
+                    calleeDevices = try await devices
+                } catch {
+                    logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
+                    calleeDevices = nil
+                }
             }
             guard insertion.inserted else {
                 return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .callExists, on: callLoop, respond: respond)
