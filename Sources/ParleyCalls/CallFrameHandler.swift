@@ -34,6 +34,10 @@ public struct CallFrameHandler: RealtimeFrameHandler {
         }
     }
 
+    public func connectionOpened(_ connection: RealtimeConnection, device: DeviceKey) {
+        calls.deviceConnected(CallDevice(device))
+    }
+
     public func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {
         // A connection replaced by a newer one of the same device does not take the device away.
         if let current = realtime.registry.connection(for: device), current !== connection { return }

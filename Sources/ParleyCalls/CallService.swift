@@ -276,7 +276,8 @@ public final class CallService: Sendable {
     }
 
     /// A message from another node's call service: a frame for a call owned here, the reply to
-    /// a frame forwarded from here, or a device of a call owned here that left that node.
+    /// a frame forwarded from here, or a device of a call owned here that left that node or
+    /// came back to it.
     /// Malformed messages are ignored.
     public func received(fromNode message: JSONObject) {
         switch message["op"]?.string {
@@ -314,6 +315,10 @@ public final class CallService: Sendable {
             // Connected here again meanwhile: not lost.
             guard !transport.isConnected(device) else { return }
             notifyCalls(of: device, .connectionLost(device))
+        case "back":
+            guard let userId = message["userId"]?.string, let deviceId = message["deviceId"]?.string else { return }
+            let device = CallDevice(userId: userId, deviceId: deviceId)
+            notifyCalls(of: device, .connectionRestored(device))
         default:
             return
         }
@@ -352,9 +357,16 @@ public final class CallService: Sendable {
 
     // MARK: Connections
 
-    /// A device's connection opened (after `welcome`); any thread.
+    /// A device's connection opened (after `welcome`); any thread. The calls it takes part in
+    /// here, and those owned by the nodes its frames were forwarded to from here, see it back
+    /// (ending its grace period).
     public func deviceConnected(_ device: CallDevice) {
         notifyCalls(of: device, .connectionRestored(device))
+        let transport = self.transport
+        for node in relay.ownerNodes(of: device) {
+            let message = JSONObject([("op", .string("back")), ("userId", .string(device.userId)), ("deviceId", .string(device.deviceId))])
+            relay.enqueue { _ = try? await transport.send(message, toNode: node) }
+        }
     }
 
     /// A device's connection closed and no newer connection of the same device replaced it;

@@ -194,6 +194,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             deviceRecorded = true
             perform(machine.authenticated(userId: userId, deviceId: hello.deviceId, resumeAfter: hello.resumeAfter,
                                           lastSeq: state.lastSeq, trimmedSeq: state.trimmedSeq))
+            if machine.phase == .open { service.connectionOpened(self, device: key) }
         }
     }
 
