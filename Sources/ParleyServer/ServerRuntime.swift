@@ -106,7 +106,7 @@ public final class ServerRuntime: Sendable {
     public func start() throws {
         database.start()
         realtime.start()
-        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
+        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter, interval: config.calls.nodeSweepInterval)
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         push.start()
         try http.start()
