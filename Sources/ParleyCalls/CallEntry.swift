@@ -23,6 +23,9 @@ final class CallEntry: @unchecked Sendable {
     var liveOffered: Int
     /// Callee devices `call.incoming` was queued for (offline, or on another node).
     var queuedOffered: Set<String> = []
+    /// The delayed rewrite of the row after the answer (see `CallService.answerRecordDelay`).
+    var answerRecordTimer: TimerID?
+    var answerRecorded = false
     /// A record write is in flight; `dirty` asks for one more when it finishes.
     var writing = false
     var dirty = false

@@ -17,21 +17,33 @@ public struct CallFrameHandler: RealtimeFrameHandler {
     }
 
     public func handle(type: String, frame: JSONObject, from connection: RealtimeConnection, device: DeviceKey) async throws(RealtimeFailure) -> [(String, JSONValue)] {
+        let result = await withCheckedContinuation { continuation in
+            handle(type: type, frame: frame, from: connection, device: device) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Without a task: the call service answers from the call's loop.
+    public func handle(type: String, frame: JSONObject, from connection: RealtimeConnection, device: DeviceKey,
+                       reply: @escaping @Sendable (Result<[(String, JSONValue)], RealtimeFailure>) -> Void) {
         if type == "call.invite" {
             let configuration = realtime.configuration
             guard realtime.registry.takeSendTokens(device.userId, count: 1, rate: configuration.sendRatePerSecond, burst: configuration.sendBurst) else {
-                throw RealtimeFailure(.rateLimited, "calling too fast; slow down")
+                return reply(.failure(RealtimeFailure(.rateLimited, "calling too fast; slow down")))
             }
         }
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
-            calls.handle(type: type, object: frame, from: CallDevice(device)) { continuation.resume(returning: $0) }
+        calls.handle(type: type, object: frame, from: CallDevice(device)) { result in
+            switch result {
+            case .success(let fields):
+                reply(.success(fields.map { ($0.key, $0.value) }))
+            case .failure(let error):
+                reply(.failure(RealtimeFailure(error.realtimeCode, error.description)))
+            }
         }
-        switch result {
-        case .success(let fields):
-            return fields.map { ($0.key, $0.value) }
-        case .failure(let error):
-            throw RealtimeFailure(error.realtimeCode, error.description)
-        }
+    }
+
+    public func connectionOpened(_ connection: RealtimeConnection, device: DeviceKey) {
+        calls.deviceConnected(CallDevice(device))
     }
 
     public func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {

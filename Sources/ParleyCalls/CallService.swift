@@ -15,6 +15,10 @@ public final class CallService: Sendable {
     /// The answer to one frame: extra `ok` fields, or the refusal.
     public typealias Respond = @Sendable (Result<JSONObject, CallError>) -> Void
 
+    /// How long after the answer a live call's row is rewritten with the answering device. A
+    /// call that ends sooner is written once, at its end.
+    public static let answerRecordDelay: Duration = .seconds(1)
+
     public let configuration: CallConfiguration
     let group: EventLoopGroup
     let store: CallStore
@@ -104,22 +108,33 @@ public final class CallService: Sendable {
             callLoop.loop.execute { callLoop.beginStoring(key) }
         }
         Task(executorPreference: callLoop.loop) { [self] in
-            // The callee's devices are read while the call is stored (one round trip for both).
-            async let devices = transport.devices(of: invite.to)
             let insertion: CallStore.Insertion
-            do {
-                insertion = try await store.insert(record)
-            } catch {
-                logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
-                _ = try? await devices
-                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
-            }
             let calleeDevices: [String]?
-            do {
-                calleeDevices = try await devices
-            } catch {
-                logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
-                calleeDevices = nil
+            if store.readsCalleeDevices {
+                // The callee's devices come with the insert (one statement).
+                do {
+                    insertion = try await store.insert(record)
+                } catch {
+                    logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
+                    return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
+                }
+                calleeDevices = insertion.calleeDevices
+            } else {
+                // The callee's devices are read while the call is stored (one round trip for both).
+                async let devices = transport.devices(of: invite.to)
+                do {
+                    insertion = try await store.insert(record)
+                } catch {
+                    logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
+                    _ = try? await devices
+                    return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
+                }
+                do {
+                    calleeDevices = try await devices
+                } catch {
+                    logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
+                    calleeDevices = nil
+                }
             }
             guard insertion.inserted else {
                 return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .callExists, on: callLoop, respond: respond)
@@ -261,7 +276,8 @@ public final class CallService: Sendable {
     }
 
     /// A message from another node's call service: a frame for a call owned here, the reply to
-    /// a frame forwarded from here, or a device of a call owned here that left that node.
+    /// a frame forwarded from here, or a device of a call owned here that left that node or
+    /// came back to it.
     /// Malformed messages are ignored.
     public func received(fromNode message: JSONObject) {
         switch message["op"]?.string {
@@ -299,6 +315,10 @@ public final class CallService: Sendable {
             // Connected here again meanwhile: not lost.
             guard !transport.isConnected(device) else { return }
             notifyCalls(of: device, .connectionLost(device))
+        case "back":
+            guard let userId = message["userId"]?.string, let deviceId = message["deviceId"]?.string else { return }
+            let device = CallDevice(userId: userId, deviceId: deviceId)
+            notifyCalls(of: device, .connectionRestored(device))
         default:
             return
         }
@@ -337,9 +357,16 @@ public final class CallService: Sendable {
 
     // MARK: Connections
 
-    /// A device's connection opened (after `welcome`); any thread.
+    /// A device's connection opened (after `welcome`); any thread. The calls it takes part in
+    /// here, and those owned by the nodes its frames were forwarded to from here, see it back
+    /// (ending its grace period).
     public func deviceConnected(_ device: CallDevice) {
         notifyCalls(of: device, .connectionRestored(device))
+        let transport = self.transport
+        for node in relay.ownerNodes(of: device) {
+            let message = JSONObject([("op", .string("back")), ("userId", .string(device.userId)), ("deviceId", .string(device.deviceId))])
+            relay.enqueue { _ = try? await transport.send(message, toNode: node) }
+        }
     }
 
     /// A device's connection closed and no newer connection of the same device replaced it;
@@ -375,10 +402,19 @@ public final class CallService: Sendable {
     /// Loop thread: carries out the actions in order.
     private func run(_ actions: [CallAction], entry: CallEntry, on callLoop: CallLoop) {
         callLoop.loop.preconditionInEventLoop()
+        // `call.ended` goes to both parties: its details are built once.
+        var built: (message: CallMessage, frame: JSONObject)?
         for action in actions {
             switch action {
             case .send(let message, let recipient):
-                deliver(message, to: recipient, entry: entry)
+                let frame: JSONObject
+                if let built, built.message == message {
+                    frame = built.frame
+                } else {
+                    frame = CallFrames.event(message, record: entry.record)
+                    built = (message, frame)
+                }
+                deliver(message, frame: frame, to: recipient, entry: entry)
             case .arm(let timer, let delay):
                 let key = entry.key
                 entry.timers[timer] = callLoop.loop.schedule(after: delay) { [self] in
@@ -393,9 +429,18 @@ public final class CallService: Sendable {
             case .cancel(let timer):
                 if let id = entry.timers.removeValue(forKey: timer) { callLoop.loop.cancel(id) }
             case .persist:
-                // The row is rewritten at the answer and at the end; the steps between reach it
-                // with the next of those writes (fewer statements per call).
-                if entry.machine.state == .answered || entry.machine.state == .ended { persist(entry) }
+                // The row is written at the invite and rewritten at the end; the steps between
+                // reach it with that write. A call still answered a moment after the answer is
+                // rewritten then too, so a sweep after a node loss knows the answering device
+                // (most setups that end at once cost no extra statement).
+                switch entry.machine.state {
+                case .ended:
+                    persist(entry)
+                case .answered, .established:
+                    persistAnswerLater(entry, on: callLoop)
+                case .initiating, .progressing, .ringing:
+                    break
+                }
             case .offer(let expiresAt):
                 offer(entry, expiresAt: expiresAt, on: callLoop)
             case .finish:
@@ -429,8 +474,7 @@ public final class CallService: Sendable {
         }
     }
 
-    private func deliver(_ message: CallMessage, to recipient: CallRecipient, entry: CallEntry) {
-        let frame = CallFrames.event(message, record: entry.record)
+    private func deliver(_ message: CallMessage, frame: JSONObject, to recipient: CallRecipient, entry: CallEntry) {
         let isEnded = if case .ended = message { true } else { false }
         switch recipient {
         case .caller:
@@ -522,10 +566,24 @@ public final class CallService: Sendable {
         }
     }
 
+    /// Rewrites an answered call's row after `answerRecordDelay`, if it has not ended by then.
+    private func persistAnswerLater(_ entry: CallEntry, on callLoop: CallLoop) {
+        guard !entry.answerRecorded, entry.answerRecordTimer == nil else { return }
+        let key = entry.key
+        entry.answerRecordTimer = callLoop.loop.schedule(after: Self.answerRecordDelay) { [self] in
+            guard let entry = callLoop[key] else { return }
+            entry.answerRecordTimer = nil
+            entry.answerRecorded = true
+            persist(entry)
+        }
+    }
+
     private func finish(_ entry: CallEntry, on callLoop: CallLoop) {
         callLoop[entry.key] = nil
         for id in entry.timers.values { callLoop.loop.cancel(id) }
         entry.timers = [:]
+        if let id = entry.answerRecordTimer { callLoop.loop.cancel(id) }
+        entry.answerRecordTimer = nil
         directory.release(callId: entry.machine.callId, ended: true)
         if let cause = entry.machine.details.endCause { endedCounters[cause]?.increment() }
         logger.debug("call ended", [("callId", entry.machine.callId), ("endCause", entry.machine.details.endCause?.rawValue ?? "")])

@@ -9,10 +9,16 @@ public struct CallStore: Sendable {
     let database: PostgresClient
     /// Written into each row, so a node's leftover live calls can be closed at its next start.
     let nodeId: String
+    /// Whether `insert` also reads the callee's devices from the realtime layer's `rt_devices`
+    /// (same database), saving the service a statement per call.
+    public let readsCalleeDevices: Bool
 
-    public init(database: PostgresClient, nodeId: String) {
+    /// `readsCalleeDevices`: the realtime layer's devices live in `database` (the server's
+    /// setup); without it the service asks its transport for them.
+    public init(database: PostgresClient, nodeId: String, readsCalleeDevices: Bool = false) {
         self.database = database
         self.nodeId = nodeId
+        self.readsCalleeDevices = readsCalleeDevices
     }
 
     /// Commits the statement's transaction without waiting for the WAL flush. A call row is a
@@ -32,15 +38,22 @@ public struct CallStore: Sendable {
         public var inserted: Bool
         /// Whether the callee is an existing `_User` (checked in the same round trip).
         public var calleeExists: Bool
+        /// The callee's device ids (sorted), when the store `readsCalleeDevices`.
+        public var calleeDevices: [String]?
 
-        public init(inserted: Bool, calleeExists: Bool) {
+        public init(inserted: Bool, calleeExists: Bool, calleeDevices: [String]? = nil) {
             self.inserted = inserted
             self.calleeExists = calleeExists
+            self.calleeDevices = calleeDevices
         }
     }
 
-    /// Stores a new call, and checks in the same statement that its callee exists.
+    /// Stores a new call, and checks in the same statement that its callee exists (and reads
+    /// the callee's devices, when the store `readsCalleeDevices`).
     public func insert(_ record: CallRecord) async throws(PostgresError) -> Insertion {
+        let devices = readsCalleeDevices
+            ? ", (SELECT coalesce(json_agg(device_id ORDER BY device_id), '[]') FROM rt_devices WHERE user_id = $4)::text AS callee_devices"
+            : ""
         let rows = try await database.query("""
             WITH async AS (\(Self.asynchronousCommit)), ins AS (
                 INSERT INTO calls (id, caller_id, caller_device, callee_id, answer_device, video, headers, state, node_id,
@@ -49,10 +62,19 @@ public struct CallStore: Sendable {
                 ON CONFLICT DO NOTHING
                 RETURNING 1
             )
-            SELECT (SELECT count(*) FROM ins) = 1 AS inserted, EXISTS (SELECT 1 FROM users WHERE object_id = $4) AS callee_exists
+            SELECT (SELECT count(*) FROM ins) = 1 AS inserted, EXISTS (SELECT 1 FROM users WHERE object_id = $4) AS callee_exists\(devices)
               FROM async
             """, parameters(record, includeIdentity: true))
-        return Insertion(inserted: rows.first?["inserted"].bool ?? false, calleeExists: rows.first?["callee_exists"].bool ?? false)
+        let row = rows.first
+        var calleeDevices: [String]?
+        if readsCalleeDevices {
+            guard let text = row?["callee_devices"].string, let array = try? JSONParser().parse(text).array else {
+                throw .unsupported("callee_devices is not a JSON array")
+            }
+            calleeDevices = array.compactMap(\.string)
+        }
+        return Insertion(inserted: row?["inserted"].bool ?? false, calleeExists: row?["callee_exists"].bool ?? false,
+                         calleeDevices: calleeDevices)
     }
 
     /// Rewrites the mutable part of a stored call (state, answering device, timeline, outcome).

@@ -22,7 +22,34 @@ public enum UTCTime {
         let (year, month, day) = civilDate(daysSinceEpoch: floorDiv(seconds, 86_400))
         let secondOfDay = seconds - floorDiv(seconds, 86_400) * 86_400
         let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay % 3600 / 60), second = Int(secondOfDay % 60)
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(milliseconds, 3))Z"
+        guard (0...9999).contains(year), (0...999).contains(milliseconds) else {
+            return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(milliseconds, 3))Z"
+        }
+        // The common case in one buffer (it is formatted for every stored or sent timestamp).
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int, _ width: Int, at offset: Int) {
+                var value = value
+                for i in stride(from: offset + width - 1, through: offset, by: -1) {
+                    buffer[i] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                    value /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            buffer[4] = UInt8(ascii: "-")
+            put(month, 2, at: 5)
+            buffer[7] = UInt8(ascii: "-")
+            put(day, 2, at: 8)
+            buffer[10] = UInt8(ascii: "T")
+            put(hour, 2, at: 11)
+            buffer[13] = UInt8(ascii: ":")
+            put(minute, 2, at: 14)
+            buffer[16] = UInt8(ascii: ":")
+            put(second, 2, at: 17)
+            buffer[19] = UInt8(ascii: ".")
+            put(milliseconds, 3, at: 20)
+            buffer[23] = UInt8(ascii: "Z")
+            return 24
+        }
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`) into milliseconds since the epoch.

@@ -192,6 +192,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             deviceRecorded = true
             perform(machine.authenticated(userId: userId, deviceId: hello.deviceId, resumeAfter: hello.resumeAfter,
                                           lastSeq: state.lastSeq, trimmedSeq: state.trimmedSeq))
+            if machine.phase == .open { service.connectionOpened(self, device: key) }
         }
     }
 
@@ -357,16 +358,24 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 return reply(ServerFrame.error(re: id, code: .tooManyPending, message: "too many requests waiting for an answer"))
             }
             pendingRequests += 1
-            Task(executorPreference: loop) { [self] in
-                do throws(RealtimeFailure) {
-                    let fields = try await handler.handle(type: type, frame: object, from: self, device: key)
-                    pendingRequests -= 1
-                    if id != nil || !fields.isEmpty { reply(ServerFrame.ok(re: id, fields)) }
-                } catch {
-                    pendingRequests -= 1
-                    reply(ServerFrame.error(re: id, code: error.code, message: error.message))
+            handler.handle(type: type, frame: object, from: self, device: key) { [self] result in
+                guard loop.inEventLoop else {
+                    loop.execute { [self] in handled(re: id, result) }
+                    return
                 }
+                handled(re: id, result)
             }
+        }
+    }
+
+    /// The answer of a frame handler (loop thread).
+    private func handled(re id: RequestID?, _ result: Result<[(String, JSONValue)], RealtimeFailure>) {
+        pendingRequests -= 1
+        switch result {
+        case .success(let fields):
+            if id != nil || !fields.isEmpty { reply(ServerFrame.ok(re: id, fields)) }
+        case .failure(let error):
+            reply(ServerFrame.error(re: id, code: error.code, message: error.message))
         }
     }
 

@@ -191,6 +191,11 @@ public final class RealtimeService: Sendable {
         }
     }
 
+    func connectionOpened(_ connection: RealtimeConnection, device: DeviceKey) {
+        let all = handlers.withLock { Array($0.values) }
+        for handler in all { handler.connectionOpened(connection, device: device) }
+    }
+
     func connectionClosed(_ connection: RealtimeConnection, device: DeviceKey) {
         let all = handlers.withLock { Array($0.values) }
         for handler in all { handler.connectionClosed(connection, device: device) }

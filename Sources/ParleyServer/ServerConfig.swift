@@ -84,6 +84,8 @@ public struct ServerConfig: Sendable {
         ConfigOption("realtime-send-rate", env: "PARLEY_REALTIME_SEND_RATE", default: "100", "Messages a user may send per second (sustained)."),
         ConfigOption("realtime-send-burst", env: "PARLEY_REALTIME_SEND_BURST", default: "200", "Burst allowance of the per-user send rate."),
         ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20", "Devices per user."),
+        ConfigOption("realtime-node-stale-after", env: "PARLEY_REALTIME_NODE_STALE_AFTER", default: "45s",
+                     "A node silent this long (it heartbeats every 10 s) counts as stopped: its devices offline, its calls lost (over 10s)."),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -126,6 +128,11 @@ public struct ServerConfig: Sendable {
         realtime.sendRatePerSecond = Double(try values.int("realtime-send-rate", in: 1...1_000_000))
         realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
         realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
+        realtime.nodeStaleAfter = try values.duration("realtime-node-stale-after")
+        guard realtime.nodeStaleAfter > realtime.heartbeatInterval else {
+            throw .invalidValue(option: values.origin("realtime-node-stale-after"), value: values.string("realtime-node-stale-after"),
+                                expected: "a duration longer than the heartbeat interval (10s)")
+        }
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)
         let lifetime = try values.duration("session-lifetime")
@@ -175,6 +182,8 @@ extension ServerConfig {
         ConfigOption("call-ring-timeout", env: "PARLEY_CALL_RING_TIMEOUT", default: "45s", "A ringing call not answered within this ends with noAnswer."),
         ConfigOption("call-grace-period", env: "PARLEY_CALL_GRACE_PERIOD", default: "20s", "A party whose connection is lost during a call and not back within this ends it with inactive."),
         ConfigOption("call-max-per-user", env: "PARLEY_CALL_MAX_PER_USER", default: "1", "Live calls a user may take part in at once; a call to a user at the limit ends with busy."),
+        ConfigOption("call-node-sweep-interval", env: "PARLEY_CALL_NODE_SWEEP_INTERVAL", default: "60s",
+                     "How often each node ends (failure/node_lost) the live calls of stopped nodes (at least 1s)."),
         ConfigOption("turn-uris", env: "PARLEY_TURN_URIS", default: "", "Comma-separated turn:/turns: URIs handed out by GET /v1/turn (empty = TURN off)."),
         ConfigOption("turn-secret", env: "PARLEY_TURN_SECRET", default: "", "The TURN server's static-auth-secret (coturn --use-auth-secret); empty = TURN off."),
         ConfigOption("turn-ttl", env: "PARLEY_TURN_TTL", default: "24h", "How long TURN credentials stay valid."),
@@ -191,8 +200,13 @@ extension ServerConfig {
         guard ttl >= .seconds(1) else {
             throw .invalidValue(option: values.origin("turn-ttl"), value: values.string("turn-ttl"), expected: "a duration of at least 1s")
         }
+        let sweep = try values.duration("call-node-sweep-interval")
+        guard sweep >= .seconds(1) else {
+            throw .invalidValue(option: values.origin("call-node-sweep-interval"), value: values.string("call-node-sweep-interval"),
+                                expected: "a duration of at least 1s")
+        }
         return CallConfiguration(
-            timeouts: timeouts, maxCallsPerUser: try values.int("call-max-per-user", in: 1...1000),
+            timeouts: timeouts, maxCallsPerUser: try values.int("call-max-per-user", in: 1...1000), nodeSweepInterval: sweep,
             turn: TURNConfiguration.ifEnabled(uris: values.list("turn-uris"), secret: values.optionalString("turn-secret"), ttl: ttl))
     }
 }

@@ -62,7 +62,7 @@ public final class ServerRuntime: Sendable {
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime, observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
         realtime.register(on: router)
-        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID),
+        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID, readsCalleeDevices: true),
                             transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
@@ -106,7 +106,7 @@ public final class ServerRuntime: Sendable {
     public func start() throws {
         database.start()
         realtime.start()
-        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter)
+        calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter, interval: config.calls.nodeSweepInterval)
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         push.start()
         try http.start()

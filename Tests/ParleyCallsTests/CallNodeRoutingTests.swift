@@ -112,6 +112,35 @@ final class CallNodeRoutingTests: XCTestCase {
         await database.shutdown()
     }
 
+    /// A party's device that connects to its node again within the grace period, without
+    /// sending any call frame, keeps the call owned by another node.
+    func testAnsweringDeviceBackOnAnotherNodeKeepsTheCall() async throws {
+        let database = try await CallTestDatabase(prefix: "nodesback", threads: 2)
+        for user in [H.alice.userId, H.bobPhone.userId] { try await database.addUser(user) }
+        let a = Self.node("node-a", database), b = Self.node("node-b", database)
+        a.transport.link("node-b", transport: b.transport, service: b.service)
+        b.transport.link("node-a", transport: a.transport, service: a.service)
+        a.transport.connect(H.alice)
+        a.transport.addOfflineDevice(H.bobPhone)
+        b.transport.connect(H.bobPhone)
+        let callId = CallServiceTests.newCallId()
+        let id: [(String, JSONValue)] = [("callId", .string(callId))]
+        Self.expect(await Self.send(a, H.alice, "call.invite", id + [("to", .string(H.bobPhone.userId)), ("sdp", "offer")]), "ok")
+        Self.expect(await Self.send(b, H.bobPhone, "call.answer", id + [("sdp", "answer")]), "ok")
+        b.transport.disconnect(H.bobPhone)
+        b.service.deviceDisconnected(H.bobPhone)
+        try await Task.sleep(for: .milliseconds(100))
+        b.transport.connect(H.bobPhone)
+        b.service.deviceConnected(H.bobPhone)
+        let ended = await a.transport.waitFor(H.alice, timeout: .milliseconds(900)) { $0["type"]?.string == "call.ended" }
+        XCTAssertNil(ended, "the call outlives the grace period")
+        Self.expect(await Self.send(a, H.alice, "call.candidates", id + [("candidates", ["after"])]), "ok")
+        let relayed = await b.transport.waitFor(H.bobPhone) { $0["type"]?.string == "call.candidates" }
+        XCTAssertEqual(relayed?["candidates"], ["after"])
+        Self.expect(await Self.send(a, H.alice, "call.hangup", id), "ok")
+        await database.shutdown()
+    }
+
     func testSilentOwnerNodeGivesUnavailable() async throws {
         let database = try await CallTestDatabase(prefix: "nodessilent", threads: 2)
         for user in [H.alice.userId, H.bobPhone.userId] { try await database.addUser(user) }

@@ -466,6 +466,29 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// The row is not rewritten at the answer; a call still live `answerRecordDelay` later gets
+    /// its answering device written, so a node-loss sweep can tell only that device.
+    func testAnsweredCallIsRecordedAfterTheDelayNotAtTheAnswer() async throws {
+        let h = try await makeHarness("answerrecord")
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        expect(await h.invite(callId), "ok")
+        expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")]), "ok")
+        let answeredAt = ContinuousClock.now
+        let early = try await h.store.find(callId)
+        XCTAssertEqual(early?.state, .initiating, "no write at the answer")
+        XCTAssertNil(early?.answerDevice)
+        let stored = try await storedRecord(h, callId) { $0.state == .answered }
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - answeredAt, CallService.answerRecordDelay)
+        XCTAssertEqual(stored?.answerDevice, H.bobPhone.deviceId)
+        XCTAssertNotNil(stored?.details.answeredAt)
+        expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
+        let ended = try await storedRecord(h, callId) { $0.state == .ended }
+        XCTAssertEqual(ended?.details.endCause, .hungUp)
+        await h.shutdown()
+    }
+
     /// A callee connected here rings before the call is stored; its frames that arrive before
     /// the row is written wait for it instead of failing.
     func testCalleeAnsweringBeforeTheCallIsStoredIsHeld() async throws {

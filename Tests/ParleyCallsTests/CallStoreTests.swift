@@ -66,6 +66,22 @@ final class CallStoreTests: XCTestCase {
         await database.shutdown()
     }
 
+    func testInsertReadsTheCalleeDevicesWhenAsked() async throws {
+        let database = try await CallTestDatabase(prefix: "calls_devices")
+        try await database.addUser("bob")
+        try await database.client.query("""
+            INSERT INTO rt_devices (user_id, device_id) VALUES ('bob', 'tablet'), ('bob', 'phone "1"'), ('carol', 'phone')
+            """)
+        let store = CallStore(database: database.client, nodeId: "node-a", readsCalleeDevices: true)
+        let toBob = try await store.insert(Self.record(1, from: "alice", to: "bob", startedAt: 1_000))
+        XCTAssertEqual(toBob, CallStore.Insertion(inserted: true, calleeExists: true, calleeDevices: ["phone \"1\"", "tablet"]))
+        let toNobody = try await store.insert(Self.record(2, from: "alice", to: "dave", startedAt: 1_000))
+        XCTAssertEqual(toNobody, CallStore.Insertion(inserted: true, calleeExists: false, calleeDevices: []))
+        let plain = try await CallStore(database: database.client, nodeId: "node-a").insert(Self.record(3, from: "alice", to: "bob", startedAt: 1_000))
+        XCTAssertNil(plain.calleeDevices, "read by the transport instead")
+        await database.shutdown()
+    }
+
     func testDuplicateIdInAnyCaseIsRefused() async throws {
         let database = try await CallTestDatabase(prefix: "calls_dup")
         let store = CallStore(database: database.client, nodeId: "node-a")

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyServer
 import ParleyTestSupport
 import XCTest
 
@@ -55,6 +56,19 @@ final class ServeTests: XCTestCase {
             XCTAssertEqual(process.terminationStatus, 2, "\(arguments)")
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             XCTAssertTrue(message.hasPrefix("parley: "), message)
+        }
+    }
+
+    func testNodeLossTimingIsConfigurable() throws {
+        let defaults = try ServerConfig(ConfigValues(options: ServerConfig.options, arguments: [], environment: [:]))
+        XCTAssertEqual(defaults.realtime.nodeStaleAfter, .seconds(45))
+        XCTAssertEqual(defaults.calls.nodeSweepInterval, .seconds(60))
+        let set = try ServerConfig(ConfigValues(options: ServerConfig.options, arguments: ["--realtime-node-stale-after", "20s"],
+                                                environment: ["PARLEY_CALL_NODE_SWEEP_INTERVAL": "5s"]))
+        XCTAssertEqual(set.realtime.nodeStaleAfter, .seconds(20))
+        XCTAssertEqual(set.calls.nodeSweepInterval, .seconds(5))
+        for arguments in [["--realtime-node-stale-after", "10s"], ["--call-node-sweep-interval", "500ms"]] {
+            XCTAssertThrowsError(try ServerConfig(ConfigValues(options: ServerConfig.options, arguments: arguments, environment: [:])), "\(arguments)")
         }
     }
 

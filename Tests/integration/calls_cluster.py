@@ -6,7 +6,9 @@ device on B answers (its frames are forwarded to the call's owner node A), A's c
 otherDeviceAnswered, candidates and negotiation (with SDPs longer than one NOTIFY payload) go
 between the two parties only, in both directions, and a hang-up from B ends the call with hungUp
 and the details on both sides. Then the answering device on B drops: the owner ends the call
-after the grace period with inactive (the loss is reported across nodes)."""
+after the grace period with inactive (the loss is reported across nodes); and when it drops and
+connects to B again within the grace period, without sending any call frame, the call goes on
+(the return is reported across nodes too)."""
 import asyncio
 import os
 import sys
@@ -39,6 +41,7 @@ async def main():
         users = create_users(postgres, "ccluster", "k", 3)
         await cross_node_call(node_a, node_b, users)
         await remote_party_lost(node_a, node_b, users)
+        await remote_party_back(node_a, node_b, users)
     except BaseException:
         log("--- node A log\n" + node_a.log())
         log("--- node B log\n" + node_b.log())
@@ -148,6 +151,29 @@ async def remote_party_lost(node_a, node_b, users):
     check(ended["endCause"] == "inactive", f"the owner learnt the loss on node B: {ended}")
     await a1.close()
     log("answering device on node B drops: inactive after the grace period: ok")
+
+
+async def remote_party_back(node_a, node_b, users):
+    (alice, alice_token), (bob, bob_token), _ = users
+    a1 = await CallClient.connect(node_a.ws_url, alice_token, "alice-phone")
+    b_remote = await CallClient.connect(node_b.ws_url, bob_token, "bob-phone")
+    call_id = new_call_id()
+    ok(await a1.call("invite", call_id, to=bob, video=False, sdp="v=0 offer"), "invite")
+    await b_remote.next_event("call.incoming", call_id)
+    await b_remote.ack()
+    ok(await b_remote.call("answer", call_id, sdp="v=0 answer"), "answer on node B")
+    await a1.next_event("call.answered", call_id)
+    b_remote.drop()
+    await asyncio.sleep(GRACE / 4)
+    b_remote = await CallClient.connect(node_b.ws_url, bob_token, "bob-phone")
+    await asyncio.sleep(GRACE + 1)
+    await a1.expect_no_event("call.ended", 0.1, call_id=call_id)
+    ok(await a1.call("hangup", call_id), "hang up after the device came back")
+    ended = await b_remote.next_event("call.ended", call_id, timeout=5)
+    check(ended["endCause"] == "hungUp", f"the device back on node B is still the party: {ended}")
+    for device in (a1, b_remote):
+        await device.close()
+    log("answering device on node B drops and connects again within the grace period: the call goes on: ok")
 
 
 if __name__ == "__main__":
