@@ -216,10 +216,11 @@ public final class CallService: Sendable {
         } catch {
             return respond(.failure(error))
         }
-        respond(.success(JSONObject([("callId", .string(entry.machine.callId))])))
+        // Before the reply: once the device has its `ok`, a report that it was lost must find it.
         if case .answer = event, entry.machine.answerer == device {
             directory.setAnswerer(callId: entry.machine.callId, device: device)
         }
+        respond(.success(JSONObject([("callId", .string(entry.machine.callId))])))
         // The reply goes out through the loop's queue (the realtime layer answers when the
         // handler returns), so events to the same device are queued after it.
         callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
