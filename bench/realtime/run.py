@@ -53,6 +53,8 @@ def tokens_file(workdir, users, name):
 
 def throughput(args, postgres, workdir, client):
     url = postgres.create_database("bench")
+    if args.stats:
+        postgres.psql("bench", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     server = ParleyServer(url, extra=["--realtime-send-rate", "1000000", "--realtime-send-burst", "1000000"]).start()
     try:
         users = create_users(postgres, "bench", "b", 2 * args.pairs)
@@ -70,9 +72,27 @@ def throughput(args, postgres, workdir, client):
             result["batch_size_mean"] = batch_mean(server)
             log(json.dumps(result))
             results.append(result)
+            if args.stats:
+                log_statistics(postgres)
         return results
     finally:
         server.stop()
+
+
+def log_statistics(postgres):
+    """Where PostgreSQL spent its time (--stats): per plpgsql function and per top-level statement."""
+    log("functions (self ms, total ms, calls):\n" + postgres.psql("bench", """
+        SELECT funcname, round(self_time), round(total_time), calls FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 12"""))
+    log("statements (total ms, calls, rows, wal bytes, query):\n" + postgres.psql("bench", """
+        SELECT round(total_exec_time), calls, rows, wal_bytes, left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
+          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25"""))
+    log("tables (inserts, updates, hot updates, deletes, dead rows):\n" + postgres.psql("bench", """
+        SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup FROM pg_stat_user_tables
+         WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY relname"""))
+    log("wal and checkpoints:\n" + postgres.psql("bench", """
+        SELECT 'wal', wal_records, wal_fpi, pg_size_pretty(wal_bytes) FROM pg_stat_wal
+        UNION ALL SELECT 'checkpoints', checkpoints_timed, checkpoints_req, pg_size_pretty(buffers_checkpoint * 8192::bigint)
+          FROM pg_stat_bgwriter"""))
 
 
 def batch_mean(server):
@@ -197,13 +217,19 @@ def main():
     parser.add_argument("--reference-seconds", type=int, default=15)
     parser.add_argument("--idle", default="10000,19000")
     parser.add_argument("--only", choices=["throughput", "reference", "memory"])
+    parser.add_argument("--stats", action="store_true",
+                        help="record and print PostgreSQL's time per function and statement, table writes and WAL (costs some speed)")
     args = parser.parse_args()
     args.window = [int(w) for w in args.window.split(",") if w]
     args.rate = [int(r) for r in args.rate.split(",") if r]
     log(f"RLIMIT_NOFILE {raise_nofile()} (the hard limit bounds connections per process)")
     workdir = tempfile.mkdtemp(prefix="parley-rt-bench-")
     client = build_client(workdir)
-    postgres = TempPostgres(settings=POSTGRES_SETTINGS)
+    settings = dict(POSTGRES_SETTINGS)
+    if args.stats:
+        settings.update({"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
+                         "track_functions": "pl", "track_wal_io_timing": "on"})
+    postgres = TempPostgres(settings=settings)
     report = {"cores": os.cpu_count()}
     try:
         if args.only in (None, "throughput"):
