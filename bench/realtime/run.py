@@ -86,9 +86,9 @@ def log_statistics(postgres):
     log("statements (total ms, calls, rows, wal bytes, query):\n" + postgres.psql("bench", """
         SELECT round(total_exec_time), calls, rows, wal_bytes, left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
           FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25"""))
-    log("tables (inserts, updates, hot updates, deletes, dead rows):\n" + postgres.psql("bench", """
-        SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup FROM pg_stat_user_tables
-         WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY relname"""))
+    log("tables (inserts, updates, hot updates, deletes, dead rows, seq scans, rows read by them, index scans):\n" + postgres.psql("bench", """
+        SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup, seq_scan, seq_tup_read, idx_scan FROM pg_stat_user_tables
+         WHERE n_tup_ins + n_tup_upd + n_tup_del + seq_scan > 0 ORDER BY relname"""))
     log("wal and checkpoints:\n" + postgres.psql("bench", """
         SELECT 'wal', wal_records, wal_fpi, pg_size_pretty(wal_bytes) FROM pg_stat_wal
         UNION ALL SELECT 'checkpoints', checkpoints_timed, checkpoints_req, pg_size_pretty(buffers_checkpoint * 8192::bigint)
