@@ -1,21 +1,19 @@
--- Receipts in batches (docs/realtime-protocol.md "How it works", docs/performance.md "Realtime").
+-- Cheaper messaging statements (docs/realtime-protocol.md "How it works", docs/performance.md
+-- "Realtime").
 --
--- A batch of receipts of one kind, from one user to one sender, is one queue row (`message_ids`,
+-- Receipts in batches. A batch of receipts of one kind, from one user to one sender, is one queue row (`message_ids`,
 -- at most 256 ids) occupying a range of seqs: the row's `seq` is the last seq of the range, which
 -- starts at seq - cardinality(message_ids) + 1. A device still receives one `receipt` frame per
 -- message id, with consecutive seqs. An acknowledgement removes the rows whose whole range it
 -- covers (seq <= upTo); a batch it covers in part stays, and reads skip the ids up to the
 -- resume point. Before, every acknowledged message cost a receipt row and that row's delete.
 
--- The functions on the hot path run with enable_seqscan off. Their plans are generic and cached
+-- Index plans. The functions on the hot path run with enable_seqscan off. Their plans are generic and cached
 -- for the life of the connection, so they are made from the statistics of the moment they are
 -- first run: on a new or small database, hash joins over sequential scans of rt_messages,
 -- rt_devices, rt_queue and users, which then read every row of those tables on every call as
 -- they grow (the benchmark read ~115 rt_messages rows per message sent). Every table access of
 -- these functions is by key, so an index is always the right plan.
-ALTER FUNCTION rt_send_batch(integer[], uuid[], text[], text[], text[], text[], jsonb[], bigint[], integer[], text[], text)
-    SET enable_seqscan = off;
-
 ALTER TABLE rt_queue ADD COLUMN message_ids uuid[];
 ALTER TYPE rt_delivery ADD ATTRIBUTE message_ids uuid[];
 
@@ -113,6 +111,80 @@ BEGIN
         PERFORM rt_on_offline_enqueue(ARRAY(SELECT x FROM unnest(v_rows) x WHERE x.node_id IS NULL));
     END IF;
     RETURN QUERY SELECT * FROM unnest(v_rows);
+END;
+$$;
+
+-- Stores a batch of messages and queues them (see 0004). New: the sender is a target only when it
+-- has a device other than the sending one; before, every message also went through the locking
+-- and numbering of rt_enqueue for its sender, to reach no device in the common case.
+CREATE OR REPLACE FUNCTION rt_send_batch(
+    p_idx integer[], p_id uuid[], p_sender text[], p_sender_device text[], p_client_id text[], p_body text[],
+    p_headers jsonb[], p_sent_at_ms bigint[], p_rcpt_idx integer[], p_rcpt_user text[], p_node text
+) RETURNS TABLE (
+    status text, idx integer, message_id uuid, sent_at timestamptz, recipients text[],
+    user_id text, device_id text, seq bigint, node_id text
+)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+BEGIN
+    -- One statement: store, queue (rt_enqueue, which does not need to see the new rows), answer.
+    RETURN QUERY
+    WITH m AS (
+        SELECT * FROM unnest(p_idx, p_id, p_sender, p_sender_device, p_client_id, p_body, p_headers, p_sent_at_ms)
+            AS m(i, id, sender, sender_device, client_id, body, headers, at_ms)
+    ), r AS (
+        SELECT x.i, x.u, min(x.o) AS o
+          FROM unnest(p_rcpt_idx, p_rcpt_user) WITH ORDINALITY AS x(i, u, o)
+          JOIN users k ON k.object_id = x.u
+         GROUP BY x.i, x.u
+    ), rc AS (
+        SELECT r.i, array_agg(r.u ORDER BY r.o) AS recipients FROM r GROUP BY r.i
+    ), ins AS (
+        INSERT INTO rt_messages (id, sender, client_message_id, recipients, body, headers, sent_at)
+        SELECT m.id, m.sender, m.client_id, rc.recipients, m.body, m.headers,
+               timestamptz 'epoch' + m.at_ms * interval '1 millisecond'
+          FROM m JOIN rc ON rc.i = m.i
+         ORDER BY m.i
+        ON CONFLICT (sender, client_message_id) DO NOTHING
+        RETURNING rt_messages.id, rt_messages.sender, rt_messages.client_message_id, rt_messages.recipients, rt_messages.sent_at
+    ), x AS (
+        -- Recipients (inbox when they have no device) and the sender's other devices.
+        SELECT m.i, ins.id, u.u AS user_id, '' AS skip, u.u <> ins.sender AS inbox
+          FROM ins JOIN m ON m.id = ins.id, unnest(ins.recipients) AS u(u)
+        UNION ALL
+        SELECT m.i, ins.id, ins.sender, m.sender_device, false
+          FROM ins JOIN m ON m.id = ins.id
+         WHERE EXISTS (SELECT 1 FROM rt_devices d WHERE d.user_id = ins.sender AND d.device_id <> m.sender_device)
+    ), targets AS (
+        SELECT DISTINCT ON (x.i, x.user_id) x.i, x.id, x.user_id, m.sender,
+               CASE WHEN x.user_id = m.sender THEN m.sender_device ELSE '' END AS skip, x.user_id <> m.sender AS inbox
+          FROM x JOIN m ON m.i = x.i
+         ORDER BY x.i, x.user_id
+    ), arrays AS (
+        SELECT array_agg(t.i ORDER BY t.i, t.user_id) AS ord, array_agg(t.user_id ORDER BY t.i, t.user_id) AS users,
+               array_agg(t.skip ORDER BY t.i, t.user_id) AS skip, array_agg(t.inbox ORDER BY t.i, t.user_id) AS inbox,
+               array_agg(t.id ORDER BY t.i, t.user_id) AS ids, array_agg(t.sender ORDER BY t.i, t.user_id) AS senders,
+               count(*)::integer AS n
+          FROM targets t
+    ), queued AS (
+        SELECT q.* FROM arrays a,
+               rt_enqueue(a.ord, a.users, array_fill(''::text, ARRAY[a.n]), a.skip, a.inbox,
+                          array_fill('message'::text, ARRAY[a.n]), a.ids, a.senders,
+                          array_fill(NULL::jsonb, ARRAY[a.n]), array_fill(NULL::timestamptz, ARRAY[a.n]), p_node) q
+    )
+    -- One status row per message (with the stored message's id, time and known recipients), then the events.
+    SELECT CASE WHEN new.id IS NOT NULL THEN 'sent' WHEN coalesce(same.id, old.id) IS NOT NULL THEN 'duplicate'
+                ELSE 'no_recipients' END,
+           m.i, coalesce(new.id, same.id, old.id), coalesce(new.sent_at, same.sent_at, old.sent_at),
+           coalesce(new.recipients, same.recipients, old.recipients),
+           NULL::text, NULL::text, NULL::bigint, NULL::text
+      FROM m
+      LEFT JOIN ins new ON new.id = m.id
+      LEFT JOIN ins same ON new.id IS NULL AND same.sender = m.sender AND same.client_message_id = m.client_id
+      LEFT JOIN rt_messages old ON new.id IS NULL AND same.id IS NULL
+                               AND old.sender = m.sender AND old.client_message_id = m.client_id
+    UNION ALL
+    SELECT 'event', q.ord, q.message_id, NULL::timestamptz, NULL::text[], q.user_id, q.device_id, q.seq, q.node_id
+      FROM queued q;
 END;
 $$;
 
