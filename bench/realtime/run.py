@@ -7,7 +7,8 @@
   reference   PostgreSQL's own rate for the same rows, with pgbench on the same cluster:
               (a) one message + its queue row per transaction (what committing each send alone
               costs), (b) 256 messages + queue rows per transaction (raw batched inserts), and
-              (c) the server's own group-commit function rt_send_batch with 256 messages per call.
+              (c) the server's own group-commit function rt_send_batch with 256 messages per call, and
+              (d) that, plus the acknowledgements that follow (recipients, then senders' receipts).
   memory      server RSS per idle authenticated connection at the given connection counts.
 
 Usage: bench/realtime/run.py [--pairs 500] [--window 8] [--rate 2000,5000] [--duration 20] [--idle 10000,19000]
@@ -117,6 +118,17 @@ def pgbench(postgres, database, script, clients, seconds, workdir, name):
     return tps
 
 
+def prepare_reference(postgres):
+    """The throughput run's database without its run: migrated, 2 × 500 users, each with its device."""
+    url = postgres.create_database("bench")
+    ParleyServer(url).start().stop()
+    create_users(postgres, "bench", "b", 1000)
+    postgres.psql("bench", """
+        SELECT count(rt_register_device(u.object_id, CASE WHEN n % 2 = 1 THEN 'bench-tx-' ELSE 'bench-rx-' END || (n - 1),
+                                        NULL, NULL, 0))
+          FROM (SELECT object_id, row_number() OVER (ORDER BY object_id) AS n FROM users WHERE object_id LIKE 'b%') u""")
+
+
 def reference(args, postgres, workdir):
     """pgbench on the benchmark database (users, devices and functions already there)."""
     database = "bench"
@@ -155,8 +167,43 @@ SELECT count(*) FROM rt_send_batch(
     ARRAY(SELECT 'b' || lpad((2 * ((:base + g) % 500) + 2)::text, 9, '0') FROM generate_series(1, 256) g),
     'refnode');
 """
+    # The server's whole database work per message: a send of 250 messages, then the recipients'
+    # devices acknowledge them (queueing the senders' `delivered` receipts), then the senders'
+    # devices acknowledge the receipts; one acknowledgement per device, as at the benchmark's
+    # pace. Two clients, each with its own 250 pairs (the server's loops do not share devices
+    # either), so they do not wait for each other's locks.
+    pairs = "(250 * :client_id + g)"
+    cycle = f"""
+SELECT count(*) FROM rt_send_batch(
+    ARRAY(SELECT g + 1 FROM generate_series(0, 249) g),
+    ARRAY(SELECT gen_random_uuid() FROM generate_series(0, 249)),
+    ARRAY(SELECT 'b' || lpad((2 * {pairs} + 1)::text, 9, '0') FROM generate_series(0, 249) g),
+    ARRAY(SELECT 'bench-tx-' || (2 * {pairs}) FROM generate_series(0, 249) g),
+    ARRAY(SELECT md5(random()::text) FROM generate_series(0, 249)),
+    ARRAY(SELECT repeat('x', 100) FROM generate_series(0, 249)),
+    ARRAY(SELECT '{{}}'::jsonb FROM generate_series(0, 249)),
+    ARRAY(SELECT (extract(epoch FROM now()) * 1000)::bigint FROM generate_series(0, 249)),
+    ARRAY(SELECT g + 1 FROM generate_series(0, 249) g),
+    ARRAY(SELECT 'b' || lpad((2 * {pairs} + 2)::text, 9, '0') FROM generate_series(0, 249) g),
+    'refnode');
+"""
+    for role, device in ((2, "rx"), (1, "tx")):
+        cycle += f"""
+SELECT count(*) FROM rt_ack_batch(
+    ARRAY(SELECT d.user_id FROM generate_series(0, 249) g JOIN rt_devices d
+            ON d.user_id = 'b' || lpad((2 * {pairs} + {role})::text, 9, '0') AND d.device_id = 'bench-{device}-' || (2 * {pairs} + {role} - 1)
+           ORDER BY g),
+    ARRAY(SELECT d.device_id FROM generate_series(0, 249) g JOIN rt_devices d
+            ON d.user_id = 'b' || lpad((2 * {pairs} + {role})::text, 9, '0') AND d.device_id = 'bench-{device}-' || (2 * {pairs} + {role} - 1)
+           ORDER BY g),
+    ARRAY(SELECT d.next_seq - 1 FROM generate_series(0, 249) g JOIN rt_devices d
+            ON d.user_id = 'b' || lpad((2 * {pairs} + {role})::text, 9, '0') AND d.device_id = 'bench-{device}-' || (2 * {pairs} + {role} - 1)
+           ORDER BY g),
+    'refnode');
+"""
     results = {}
-    for name, script, clients, per_tx in (("single", single, 16, 1), ("batched", batched, 4, 256), ("rt_send_batch", function, 4, 256)):
+    for name, script, clients, per_tx in (("single", single, 16, 1), ("batched", batched, 4, 256), ("rt_send_batch", function, 4, 256),
+                                          ("send_and_acks", cycle, 2, 250)):
         tps = pgbench(postgres, database, script, clients, args.reference_seconds, workdir, name)
         results[name] = {"clients": clients, "tps": round(tps, 1), "messages_per_s": round(tps * per_tx)}
         log(f"pgbench {name}: {clients} clients, {tps:.1f} tps = {tps * per_tx:.0f} messages/s")
@@ -234,7 +281,9 @@ def main():
     try:
         if args.only in (None, "throughput"):
             report["throughput"] = throughput(args, postgres, workdir, client)
-        if args.only in (None, "reference") and "throughput" in report:
+        if args.only == "reference":
+            prepare_reference(postgres)
+        if args.only in (None, "reference"):
             report["reference"] = reference(args, postgres, workdir)
         if args.only in (None, "memory"):
             report["memory"] = memory(args, postgres, workdir, client)
