@@ -61,11 +61,13 @@ public final class DeliveryQueue: Sendable {
 
     // MARK: Reading
 
-    /// Up to `limit` queued events of the device with seq greater than `after`, in seq order
-    /// (expired events are left out). A `message` event whose message is gone has a nil body.
+    /// Queued events of the device with seq greater than `after`, in seq order, from up to
+    /// `limit` queue rows (a receipt batch row gives one event per message id; expired events
+    /// are left out). A `message` event whose message is gone has a nil body.
     public func events(for key: DeviceKey, after: Int64, limit: Int) async throws(RealtimeFailure) -> [(seq: Int64, body: QueuedEventBody?)] {
+        // A batch row's seq is the last of its range, so `seq > after` finds every row with an event after `after`.
         let rows = try await run("""
-            SELECT q.seq, q.kind, q.message_id, q.actor, q.payload, q.created_at,
+            SELECT q.seq, q.kind, q.message_id, q.message_ids, q.actor, q.payload, q.created_at,
                    m.sender, to_json(m.recipients)::text AS recipients, m.body, m.headers, m.sent_at
               FROM rt_queue q LEFT JOIN rt_messages m ON q.kind = 'message' AND m.id = q.message_id
              WHERE q.user_id = $1 AND q.device_id = $2 AND q.seq > $3
@@ -75,8 +77,19 @@ public final class DeliveryQueue: Sendable {
         var result: [(seq: Int64, body: QueuedEventBody?)] = []
         result.reserveCapacity(rows.count)
         for row in rows {
-            guard let seq = row["seq"].int else { continue }
-            result.append((Int64(seq), Self.body(of: row)))
+            guard let seq = row["seq"].int.map(Int64.init) else { continue }
+            if let ids = row["message_ids"].string.flatMap(SQLArray.parse) {
+                let kind = row["kind"].string ?? ""
+                let actor = row["actor"].string ?? ""
+                let at = row["created_at"].timestampMilliseconds ?? 0
+                for (offset, id) in ids.enumerated() {
+                    let eventSeq = seq - Int64(ids.count - 1 - offset)
+                    guard eventSeq > after else { continue }
+                    result.append((eventSeq, .receipt(kind: kind, messageId: id, userId: actor, at: at)))
+                }
+            } else {
+                result.append((seq, Self.body(of: row)))
+            }
         }
         return result
     }
@@ -141,7 +154,7 @@ public final class DeliveryQueue: Sendable {
     }
 
     /// Removes acknowledged events (cumulative per device) and queues `delivered` receipts;
-    /// returns the receipts (already handed to this node's connections).
+    /// returns the receipts, one per message (already handed to this node's connections).
     func acknowledge(_ acks: [(key: DeviceKey, upTo: Int64)]) async throws(RealtimeFailure) -> [DeliveryRow] {
         let rows = try await run("SELECT * FROM rt_ack_batch($1, $2, $3, $4)", [
             .text(SQLArray.literal(acks.map(\.key.userId))),
@@ -149,17 +162,17 @@ public final class DeliveryQueue: Sendable {
             .text(SQLArray.literal(acks.map(\.upTo))),
             .text(nodeID),
         ])
-        let receipts = rows.compactMap(DeliveryRow.init)
+        let receipts = rows.compactMap(DeliveryRow.init).flatMap(\.events)
         deliverReceipts(receipts)
         return receipts
     }
 
-    /// Queues `read` receipts for the messages sent to `userId`; returns them.
+    /// Queues `read` receipts for the messages sent to `userId`; returns them, one per message.
     func markRead(userId: String, messageIDs: [String]) async throws(RealtimeFailure) -> [DeliveryRow] {
         let rows = try await run("SELECT * FROM rt_mark_read($1, $2, $3)", [
             .text(userId), .text(SQLArray.literal(messageIDs)), .text(nodeID),
         ])
-        let receipts = rows.compactMap(DeliveryRow.init)
+        let receipts = rows.compactMap(DeliveryRow.init).flatMap(\.events)
         deliverReceipts(receipts)
         return receipts
     }
@@ -244,14 +257,17 @@ public final class DeliveryQueue: Sendable {
     }
 }
 
-/// A row of type `rt_delivery`: one event queued for one device.
+/// A row of type `rt_delivery`: one event, or one batch of receipts, queued for one device.
 struct DeliveryRow: Sendable {
     var ord: Int
     var device: DeviceKey
+    /// The event's seq; for a batch, the last seq of its range.
     var seq: Int64
     var nodeID: String?
     var kind: String
     var messageID: String?
+    /// A batch of receipts: one message id per seq, ending at `seq`.
+    var messageIDs: [String]?
     var actor: String?
     var createdAt: Int64
 
@@ -263,8 +279,21 @@ struct DeliveryRow: Sendable {
         nodeID = row["node_id"].string
         kind = row["kind"].string ?? ""
         messageID = row["message_id"].string
+        messageIDs = row["message_ids"].string.flatMap(SQLArray.parse)
         actor = row["actor"].string
         createdAt = row["created_at"].timestampMilliseconds ?? 0
+    }
+
+    /// The events of the row: itself, or one per message id of a batch (consecutive seqs).
+    var events: [DeliveryRow] {
+        guard let ids = messageIDs else { return [self] }
+        return ids.enumerated().map { offset, id in
+            var event = self
+            event.seq = seq - Int64(ids.count - 1 - offset)
+            event.messageID = id
+            event.messageIDs = nil
+            return event
+        }
     }
 
     var enqueued: EnqueuedEvent {

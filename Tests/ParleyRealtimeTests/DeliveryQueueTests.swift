@@ -112,7 +112,7 @@ final class DeliveryQueueTests: XCTestCase {
         XCTAssertEqual(again, DeliveryQueue.DeviceState(lastSeq: 4, trimmedSeq: 0, created: false))
     }
 
-    func testAcknowledgingRemovesEventsAndSendsDeliveredReceipts() async throws {
+    func testAcknowledgingHidesEventsAndSendsDeliveredReceipts() async throws {
         try await env.makeUsers("alice", "bob")
         _ = try await env.register("alice", "a1")
         _ = try await env.register("bob", "b1")
@@ -140,6 +140,127 @@ final class DeliveryQueueTests: XCTestCase {
             return nil
         }
         XCTAssertEqual(kinds, ["read m2", "read m1"])
+    }
+
+    func testAcknowledgingRemovesOnlyTheAcknowledgedEvents() async throws {
+        try await env.makeUsers("alice", "bob")
+        _ = try await env.register("bob", "b1")
+        for text in ["m1", "m2", "m3", "m4"] { _ = try await env.sendOK(text, from: "alice", to: ["bob"]) }
+        let bob = DeviceKey(userId: "bob", deviceId: "b1")
+        _ = try await env.queue.acknowledge([(bob, 2)])
+        let afterZero = try await env.events("bob", "b1")
+        XCTAssertEqual(afterZero.map(\.seq), [3, 4])
+        let afterThree = try await env.events("bob", "b1", after: 3)
+        XCTAssertEqual(afterThree.map(\.seq), [4])
+        // A lower acknowledgement removes nothing more and produces no receipts again.
+        let lower = try await env.queue.acknowledge([(bob, 1)])
+        XCTAssertTrue(lower.isEmpty)
+        let rows = try await env.sql("SELECT array_agg(seq ORDER BY seq)::text AS seqs FROM rt_queue WHERE user_id = 'bob'").first?["seqs"].string
+        XCTAssertEqual(rows, "{3,4}")
+        // Two acknowledgements of one device in one batch count once, at the highest.
+        _ = try await env.sendOK("m5", from: "alice", to: ["bob"])
+        let receipts = try await env.queue.acknowledge([(bob, 3), (bob, 5)])
+        XCTAssertEqual(receipts.map(\.seq), [3, 4, 5], "Alice's inbox: one batch of three receipts")
+        let inbox = try await env.sql("SELECT count(*) AS n FROM rt_queue WHERE user_id = 'alice'").first?["n"].int
+        XCTAssertEqual(inbox, 2, "the batch of two, then the batch of three")
+        let last = try await env.events("bob", "b1")
+        XCTAssertTrue(last.isEmpty)
+    }
+
+    func testReceiptBatchesExpandToOneEventPerMessageWithConsecutiveSeqs() async throws {
+        try await env.makeUsers("alice", "bob", "carol")
+        _ = try await env.register("alice", "a1")
+        _ = try await env.register("alice", "a2")
+        _ = try await env.register("bob", "b1")
+        _ = try await env.register("carol", "c1")
+        var ids: [String] = []
+        for index in 0..<300 {
+            ids.append(try await env.sendOK("m\(index)", from: "alice", device: "a1", to: ["bob", "carol"]).messageId)
+        }
+        // Both recipients acknowledge everything at once: per sender device, one batch per
+        // acknowledging user and 256 ids, expanded to one receipt per message.
+        let receipts = try await env.queue.acknowledge([(DeviceKey(userId: "bob", deviceId: "b1"), 300),
+                                                        (DeviceKey(userId: "carol", deviceId: "c1"), 300)])
+        XCTAssertEqual(receipts.count, 2 * 600)
+        let rows = try await env.sql("""
+            SELECT count(*) AS n, sum(cardinality(message_ids)) AS ids FROM rt_queue WHERE user_id = 'alice' AND device_id = 'a1'
+            """).first
+        XCTAssertEqual(rows?["n"].int, 4, "two batches (256 + 44 ids) per acknowledging user")
+        XCTAssertEqual(rows?["ids"].int, 600)
+        // a2 got the messages too (seqs 1...300), then its receipts.
+        for device in ["a1", "a2"] {
+            let first = device == "a1" ? 1 : 301
+            let events = try await env.events("alice", device, after: Int64(first - 1))
+            XCTAssertEqual(events.map(\.seq), Array(Int64(first)...Int64(first + 599)), device)
+            var byUser: [String: [String]] = [:]
+            for event in events {
+                guard case .receipt(let kind, let messageId, let userId, _)? = event.body else { return XCTFail("not a receipt") }
+                XCTAssertEqual(kind, "delivered")
+                byUser[userId, default: []].append(messageId)
+            }
+            XCTAssertEqual(byUser["bob"], ids, device)
+            XCTAssertEqual(byUser["carol"], ids, device)
+        }
+        // The events handed to connections are the same, one per message with its seq.
+        let live = receipts.filter { $0.device.deviceId == "a1" }
+        XCTAssertEqual(live.map(\.seq), Array(1...600))
+        XCTAssertEqual(Set(live.compactMap(\.messageID)), Set(ids))
+        // Resuming in the middle of a batch starts right after the resume point.
+        let middle = try await env.events("alice", "a1", after: 100)
+        XCTAssertEqual(middle.first?.seq, 101)
+        XCTAssertEqual(middle.count, 500)
+        guard case .receipt(_, let messageId, _, _)? = middle.first?.body else { return XCTFail("not a receipt") }
+        XCTAssertEqual(messageId, ids[100], "seq 101 is the receipt of the 101st message (Bob's receipts come first)")
+        // An acknowledgement into the middle of a batch keeps the batch (the rest is not acknowledged);
+        // one that covers it removes it.
+        let a1 = DeviceKey(userId: "alice", deviceId: "a1")
+        _ = try await env.queue.acknowledge([(a1, 130)])
+        let rest = try await env.events("alice", "a1", after: 130)
+        XCTAssertEqual(rest.map(\.seq), Array(131...600))
+        _ = try await env.queue.acknowledge([(a1, 256)])
+        let batches = try await env.sql("SELECT array_agg(seq ORDER BY seq)::text AS seqs FROM rt_queue WHERE user_id = 'alice' AND device_id = 'a1'")
+        XCTAssertEqual(batches.first?["seqs"].string, "{300,556,600}")
+    }
+
+    func testReceiptBatchesInAnInboxAreRenumberedByTheFirstDevice() async throws {
+        try await env.makeUsers("alice", "bob")
+        _ = try await env.register("bob", "b1")
+        var ids: [String] = []
+        for index in 0..<3 { ids.append(try await env.sendOK("m\(index)", from: "alice", to: ["bob"]).messageId) }
+        _ = try await env.queue.acknowledge([(DeviceKey(userId: "bob", deviceId: "b1"), 3)])
+        _ = try await env.sendOK("reply", from: "bob", device: "b1", to: ["alice"])
+        // Alice had no device: a batch of three receipts, then a message, wait in her inbox.
+        let state = try await env.register("alice", "a1")
+        XCTAssertEqual(state, DeliveryQueue.DeviceState(lastSeq: 4, trimmedSeq: 0, created: true))
+        let events = try await env.events("alice", "a1")
+        XCTAssertEqual(events.map(\.seq), [1, 2, 3, 4])
+        let receiptIDs = events.compactMap { event -> String? in
+            if case .receipt(_, let id, _, _)? = event.body { return id }
+            return nil
+        }
+        XCTAssertEqual(receiptIDs, ids)
+        guard case .message(let message)? = events.last?.body else { return XCTFail("no message") }
+        XCTAssertEqual(message.text, "reply")
+        _ = try await env.sendOK("next", from: "bob", device: "b1", to: ["alice"])
+        let next = try await env.events("alice", "a1", after: 4)
+        XCTAssertEqual(next.map(\.seq), [5])
+    }
+
+    func testRetentionOfAReceiptBatchMarksTheGapAtItsLastSeq() async throws {
+        try await env.makeUsers("alice", "bob")
+        _ = try await env.register("alice", "a1")
+        _ = try await env.register("bob", "b1")
+        for text in ["m1", "m2", "m3"] { _ = try await env.sendOK(text, from: "alice", device: "a1", to: ["bob"]) }
+        _ = try await env.queue.acknowledge([(DeviceKey(userId: "bob", deviceId: "b1"), 3)])
+        _ = try await env.sendOK("m4", from: "bob", device: "b1", to: ["alice"])
+        // Alice's queue: receipts 1...3 (one row, seq 3), then message 4. The batch ages out.
+        try await env.sql("UPDATE rt_queue SET created_at = now() - interval '31 days' WHERE user_id = 'alice' AND seq = 3")
+        let removed = try await env.queue.trim(retention: .seconds(30 * 86_400))
+        XCTAssertEqual(removed, 1)
+        let state = try await env.register("alice", "a1", connection: 2)
+        XCTAssertEqual(state, DeliveryQueue.DeviceState(lastSeq: 4, trimmedSeq: 3, created: false))
+        let events = try await env.events("alice", "a1", after: 1)
+        XCTAssertEqual(events.map(\.seq), [4])
     }
 
     func testRetentionTrimsOldEventsAndMarksTheGap() async throws {

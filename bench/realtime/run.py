@@ -7,7 +7,8 @@
   reference   PostgreSQL's own rate for the same rows, with pgbench on the same cluster:
               (a) one message + its queue row per transaction (what committing each send alone
               costs), (b) 256 messages + queue rows per transaction (raw batched inserts), and
-              (c) the server's own group-commit function rt_send_batch with 256 messages per call.
+              (c) the server's own group-commit function rt_send_batch with 256 messages per call, and
+              (d) that, plus the acknowledgements that follow (recipients, then senders' receipts).
   memory      server RSS per idle authenticated connection at the given connection counts (past
               one process's fd limit, spread over several nodes on the same database).
 
@@ -54,6 +55,8 @@ def tokens_file(workdir, users, name):
 
 def throughput(args, postgres, workdir, client):
     url = postgres.create_database("bench")
+    if args.stats:
+        postgres.psql("bench", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     server = ParleyServer(url, extra=["--realtime-send-rate", "1000000", "--realtime-send-burst", "1000000"]).start()
     try:
         users = create_users(postgres, "bench", "b", 2 * args.pairs)
@@ -71,9 +74,27 @@ def throughput(args, postgres, workdir, client):
             result["batch_size_mean"] = batch_mean(server)
             log(json.dumps(result))
             results.append(result)
+            if args.stats:
+                log_statistics(postgres)
         return results
     finally:
         server.stop()
+
+
+def log_statistics(postgres):
+    """Where PostgreSQL spent its time (--stats): per plpgsql function and per top-level statement."""
+    log("functions (self ms, total ms, calls):\n" + postgres.psql("bench", """
+        SELECT funcname, round(self_time), round(total_time), calls FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 12"""))
+    log("statements (total ms, calls, rows, wal bytes, query):\n" + postgres.psql("bench", """
+        SELECT round(total_exec_time), calls, rows, wal_bytes, left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
+          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25"""))
+    log("tables (inserts, updates, hot updates, deletes, dead rows, seq scans, rows read by them, index scans):\n" + postgres.psql("bench", """
+        SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup, seq_scan, seq_tup_read, idx_scan FROM pg_stat_user_tables
+         WHERE n_tup_ins + n_tup_upd + n_tup_del + seq_scan > 0 ORDER BY relname"""))
+    log("wal and checkpoints:\n" + postgres.psql("bench", """
+        SELECT 'wal', wal_records, wal_fpi, pg_size_pretty(wal_bytes) FROM pg_stat_wal
+        UNION ALL SELECT 'checkpoints', checkpoints_timed, checkpoints_req, pg_size_pretty(buffers_checkpoint * 8192::bigint)
+          FROM pg_stat_bgwriter"""))
 
 
 def batch_mean(server):
@@ -96,6 +117,17 @@ def pgbench(postgres, database, script, clients, seconds, workdir, name):
     if tps is None:
         raise RuntimeError(output.stdout)
     return tps
+
+
+def prepare_reference(postgres):
+    """The throughput run's database without its run: migrated, 2 × 500 users, each with its device."""
+    url = postgres.create_database("bench")
+    ParleyServer(url).start().stop()
+    create_users(postgres, "bench", "b", 1000)
+    postgres.psql("bench", """
+        SELECT count(rt_register_device(u.object_id, CASE WHEN n % 2 = 1 THEN 'bench-tx-' ELSE 'bench-rx-' END || (n - 1),
+                                        NULL, NULL, 0))
+          FROM (SELECT object_id, row_number() OVER (ORDER BY object_id) AS n FROM users WHERE object_id LIKE 'b%') u""")
 
 
 def reference(args, postgres, workdir):
@@ -136,8 +168,43 @@ SELECT count(*) FROM rt_send_batch(
     ARRAY(SELECT 'b' || lpad((2 * ((:base + g) % 500) + 2)::text, 9, '0') FROM generate_series(1, 256) g),
     'refnode');
 """
+    # The server's whole database work per message: a send of 250 messages, then the recipients'
+    # devices acknowledge them (queueing the senders' `delivered` receipts), then the senders'
+    # devices acknowledge the receipts; one acknowledgement per device, as at the benchmark's
+    # pace. Two clients, each with its own 250 pairs (the server's loops do not share devices
+    # either), so they do not wait for each other's locks.
+    pairs = "(250 * :client_id + g)"
+    cycle = f"""
+SELECT count(*) FROM rt_send_batch(
+    ARRAY(SELECT g + 1 FROM generate_series(0, 249) g),
+    ARRAY(SELECT gen_random_uuid() FROM generate_series(0, 249)),
+    ARRAY(SELECT 'b' || lpad((2 * {pairs} + 1)::text, 9, '0') FROM generate_series(0, 249) g),
+    ARRAY(SELECT 'bench-tx-' || (2 * {pairs}) FROM generate_series(0, 249) g),
+    ARRAY(SELECT md5(random()::text) FROM generate_series(0, 249)),
+    ARRAY(SELECT repeat('x', 100) FROM generate_series(0, 249)),
+    ARRAY(SELECT '{{}}'::jsonb FROM generate_series(0, 249)),
+    ARRAY(SELECT (extract(epoch FROM now()) * 1000)::bigint FROM generate_series(0, 249)),
+    ARRAY(SELECT g + 1 FROM generate_series(0, 249) g),
+    ARRAY(SELECT 'b' || lpad((2 * {pairs} + 2)::text, 9, '0') FROM generate_series(0, 249) g),
+    'refnode');
+"""
+    for role, device in ((2, "rx"), (1, "tx")):
+        cycle += f"""
+SELECT count(*) FROM rt_ack_batch(
+    ARRAY(SELECT d.user_id FROM generate_series(0, 249) g JOIN rt_devices d
+            ON d.user_id = 'b' || lpad((2 * {pairs} + {role})::text, 9, '0') AND d.device_id = 'bench-{device}-' || (2 * {pairs} + {role} - 1)
+           ORDER BY g),
+    ARRAY(SELECT d.device_id FROM generate_series(0, 249) g JOIN rt_devices d
+            ON d.user_id = 'b' || lpad((2 * {pairs} + {role})::text, 9, '0') AND d.device_id = 'bench-{device}-' || (2 * {pairs} + {role} - 1)
+           ORDER BY g),
+    ARRAY(SELECT d.next_seq - 1 FROM generate_series(0, 249) g JOIN rt_devices d
+            ON d.user_id = 'b' || lpad((2 * {pairs} + {role})::text, 9, '0') AND d.device_id = 'bench-{device}-' || (2 * {pairs} + {role} - 1)
+           ORDER BY g),
+    'refnode');
+"""
     results = {}
-    for name, script, clients, per_tx in (("single", single, 16, 1), ("batched", batched, 4, 256), ("rt_send_batch", function, 4, 256)):
+    for name, script, clients, per_tx in (("single", single, 16, 1), ("batched", batched, 4, 256), ("rt_send_batch", function, 4, 256),
+                                          ("send_and_acks", cycle, 2, 250)):
         tps = pgbench(postgres, database, script, clients, args.reference_seconds, workdir, name)
         results[name] = {"clients": clients, "tps": round(tps, 1), "messages_per_s": round(tps * per_tx)}
         log(f"pgbench {name}: {clients} clients, {tps:.1f} tps = {tps * per_tx:.0f} messages/s")
@@ -209,18 +276,26 @@ def main():
     parser.add_argument("--reference-seconds", type=int, default=15)
     parser.add_argument("--idle", default="10000,19000")
     parser.add_argument("--only", choices=["throughput", "reference", "memory"])
+    parser.add_argument("--stats", action="store_true",
+                        help="record and print PostgreSQL's time per function and statement, table writes and WAL (costs some speed)")
     args = parser.parse_args()
     args.window = [int(w) for w in args.window.split(",") if w]
     args.rate = [int(r) for r in args.rate.split(",") if r]
     log(f"RLIMIT_NOFILE {raise_nofile()} (the hard limit bounds connections per process)")
     workdir = tempfile.mkdtemp(prefix="parley-rt-bench-")
     client = build_client(workdir)
-    postgres = TempPostgres(settings=POSTGRES_SETTINGS)
+    settings = dict(POSTGRES_SETTINGS)
+    if args.stats:
+        settings.update({"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
+                         "track_functions": "pl", "track_wal_io_timing": "on"})
+    postgres = TempPostgres(settings=settings)
     report = {"cores": os.cpu_count()}
     try:
         if args.only in (None, "throughput"):
             report["throughput"] = throughput(args, postgres, workdir, client)
-        if args.only in (None, "reference") and "throughput" in report:
+        if args.only == "reference":
+            prepare_reference(postgres)
+        if args.only in (None, "reference"):
             report["reference"] = reference(args, postgres, workdir)
         if args.only in (None, "memory"):
             report["memory"] = memory(args, postgres, workdir, client)
