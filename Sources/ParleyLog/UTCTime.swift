@@ -19,10 +19,38 @@ public enum UTCTime {
 
     /// Formats seconds plus milliseconds as ISO-8601 UTC.
     public static func iso8601(seconds: Int64, milliseconds: Int) -> String {
-        let (year, month, day) = civilDate(daysSinceEpoch: floorDiv(seconds, 86_400))
-        let secondOfDay = seconds - floorDiv(seconds, 86_400) * 86_400
-        let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay % 3600 / 60), second = Int(secondOfDay % 60)
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(milliseconds, 3))Z"
+        let days = floorDiv(seconds, 86_400)
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        let secondOfDay = Int(seconds - days * 86_400)
+        let hour = secondOfDay / 3600, minute = secondOfDay % 3600 / 60, second = secondOfDay % 60
+        guard (0...9999).contains(year), (0...999).contains(milliseconds) else {
+            return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(milliseconds, 3))Z"
+        }
+        // The usual case, written digit by digit: this runs for every timestamp of every row.
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int, width: Int, at offset: Int) {
+                var rest = value
+                for position in (offset..<(offset + width)).reversed() {
+                    buffer[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
+                    rest /= 10
+                }
+            }
+            put(year, width: 4, at: 0)
+            buffer[4] = UInt8(ascii: "-")
+            put(month, width: 2, at: 5)
+            buffer[7] = UInt8(ascii: "-")
+            put(day, width: 2, at: 8)
+            buffer[10] = UInt8(ascii: "T")
+            put(hour, width: 2, at: 11)
+            buffer[13] = UInt8(ascii: ":")
+            put(minute, width: 2, at: 14)
+            buffer[16] = UInt8(ascii: ":")
+            put(second, width: 2, at: 17)
+            buffer[19] = UInt8(ascii: ".")
+            put(milliseconds, width: 3, at: 20)
+            buffer[23] = UInt8(ascii: "Z")
+            return 24
+        }
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`) into milliseconds since the epoch.
@@ -34,7 +62,12 @@ public enum UTCTime {
     /// fraction, `Z` or a `±HH[:MM[:SS]]` offset, or a bare date) into milliseconds since the
     /// epoch (UTC when no offset is given).
     public static func parseTimestamp(_ text: String) -> Int64? {
-        let b = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parseTimestamp(bytes: $0) }
+    }
+
+    /// `parseTimestamp` over UTF-8 bytes (a database cell, a JSON string), with no copy.
+    public static func parseTimestamp(bytes b: UnsafeBufferPointer<UInt8>) -> Int64? {
         var i = 0
         func digits(_ count: Int) -> Int? {
             guard i + count <= b.count else { return nil }
