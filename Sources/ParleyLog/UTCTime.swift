@@ -26,31 +26,53 @@ public enum UTCTime {
         guard (0...9999).contains(year), (0...999).contains(milliseconds) else {
             return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(milliseconds, 3))Z"
         }
-        // The usual case, written digit by digit: this runs for every timestamp of every row.
         return String(unsafeUninitializedCapacity: 24) { buffer in
-            func put(_ value: Int, width: Int, at offset: Int) {
-                var rest = value
-                for position in (offset..<(offset + width)).reversed() {
-                    buffer[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
-                    rest /= 10
-                }
-            }
-            put(year, width: 4, at: 0)
-            buffer[4] = UInt8(ascii: "-")
-            put(month, width: 2, at: 5)
-            buffer[7] = UInt8(ascii: "-")
-            put(day, width: 2, at: 8)
-            buffer[10] = UInt8(ascii: "T")
-            put(hour, width: 2, at: 11)
-            buffer[13] = UInt8(ascii: ":")
-            put(minute, width: 2, at: 14)
-            buffer[16] = UInt8(ascii: ":")
-            put(second, width: 2, at: 17)
-            buffer[19] = UInt8(ascii: ".")
-            put(milliseconds, width: 3, at: 20)
-            buffer[23] = UInt8(ascii: "Z")
+            writeISO8601(year: year, month: month, day: day, secondOfDay: secondOfDay, milliseconds: milliseconds, into: buffer)
             return 24
         }
+    }
+
+    /// Appends `iso8601(milliseconds:)` to `bytes` (JSON writers: no `String` in between).
+    public static func appendISO8601(milliseconds: Int64, to bytes: inout [UInt8]) {
+        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let millis = Int(milliseconds - seconds * 1000)
+        let days = floorDiv(seconds, 86_400)
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        guard (0...9999).contains(year) else {
+            bytes.append(contentsOf: iso8601(seconds: seconds, milliseconds: millis).utf8)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
+            writeISO8601(year: year, month: month, day: day, secondOfDay: Int(seconds - days * 86_400), milliseconds: millis, into: buffer)
+            bytes.append(contentsOf: buffer)
+        }
+    }
+
+    /// The usual case (years 0-9999), written digit by digit into 24 bytes: this runs for every
+    /// timestamp of every row a query returns.
+    private static func writeISO8601(year: Int, month: Int, day: Int, secondOfDay: Int, milliseconds: Int,
+                                     into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        func put(_ value: Int, width: Int, at offset: Int) {
+            var rest = value
+            for position in (offset..<(offset + width)).reversed() {
+                buffer[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
+                rest /= 10
+            }
+        }
+        put(year, width: 4, at: 0)
+        buffer[4] = UInt8(ascii: "-")
+        put(month, width: 2, at: 5)
+        buffer[7] = UInt8(ascii: "-")
+        put(day, width: 2, at: 8)
+        buffer[10] = UInt8(ascii: "T")
+        put(secondOfDay / 3600, width: 2, at: 11)
+        buffer[13] = UInt8(ascii: ":")
+        put(secondOfDay % 3600 / 60, width: 2, at: 14)
+        buffer[16] = UInt8(ascii: ":")
+        put(secondOfDay % 60, width: 2, at: 17)
+        buffer[19] = UInt8(ascii: ".")
+        put(milliseconds, width: 3, at: 20)
+        buffer[23] = UInt8(ascii: "Z")
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`) into milliseconds since the epoch.
