@@ -4,7 +4,12 @@ import ParleyPostgres
 /// Runs Parse queries (`GET /classes/:name`, `GET /users`, `GET /installations`) through the
 /// query compiler and turns the rows into Parse JSON for the caller.
 public struct QueryRunner: Sendable {
-    public init() {}
+    /// SELECTs of the query shapes seen, so repeated shapes skip the compiler.
+    public let compiledQueries: CompiledQueryCache
+
+    public init(compiledQueries: CompiledQueryCache = CompiledQueryCache()) {
+        self.compiledQueries = compiledQueries
+    }
 
     /// The rows of `query` readable by `auth`, and the count when `query.count` is set.
     public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
@@ -58,7 +63,7 @@ public struct QueryRunner: Sendable {
         let readers: [String]? = auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
         var rows: PostgresRows?
         if query.limit > 0 {
-            let compiled = try Self.compile { () throws(QueryError) in try QueryCompiler.compileSelect(query, layout: layout, readerIDs: readers) }
+            let compiled = try Self.compile { () throws(QueryError) in try compiledQueries.compileSelect(query, layout: layout, readerIDs: readers) }
             rows = try await Self.run(compiled, on: db)
         }
         var count: Int?

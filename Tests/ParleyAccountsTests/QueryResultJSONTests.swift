@@ -13,6 +13,8 @@ extension QueryTestDatabase: SQLExecutor {
 /// `find`'s objects serialized, whatever the rows hold.
 final class QueryResultJSONTests: XCTestCase {
     private static let seeded: Result<QueryTestDatabase, Error> = Result { try seed() }
+    /// Shared, so repeated query shapes come from its compiled-query cache.
+    private static let runner = QueryRunner()
 
     private static func seed() throws -> QueryTestDatabase {
         let db = try QueryTestDatabase(prefix: "query_json")
@@ -59,7 +61,7 @@ final class QueryResultJSONTests: XCTestCase {
                                 line: UInt = #line) async throws {
         let query = try ParseQuery.fromRequest(className: className, parameters: parameters)
         for auth in [Auth.anonymous, Auth.master, Self.user("u1"), Self.user("u2")] {
-            let written = String(decoding: try await QueryRunner().findJSON(query, auth: auth, on: db), as: UTF8.self)
+            let written = String(decoding: try await Self.runner.findJSON(query, auth: auth, on: db), as: UTF8.self)
             let built = try await expected(query, auth: auth)
             XCTAssertEqual(written, built, "\(className) \(parameters) as \(auth.isMaster ? "master" : auth.userId ?? "anonymous")",
                            file: file, line: line)
@@ -78,6 +80,16 @@ final class QueryResultJSONTests: XCTestCase {
                                                                    auth: .anonymous, on: db), as: UTF8.self)
         XCTAssertTrue(all.contains(#""createdAt":"1969-12-31T23:59:59.999Z""#), all)
         XCTAssertTrue(all.contains(#""ACL":{"kept":true}"#), all)
+    }
+
+    func testRepeatedShapesGiveTheRowsOfTheirOwnValues() async throws {
+        for name in ["alice", "bob", "carol", "nobody", "alice"] {
+            try await assertSameJSON("_User", [("where", #"{"username":"\#(name)"}"#)])
+        }
+        for title in ["hello", "world", "hello"] {
+            try await assertSameJSON("Post", [("where", #"{"title":"\#(title)"}"#)])
+        }
+        XCTAssertGreaterThan(Self.runner.compiledQueries.hits, 0)
     }
 
     func testObjectRowsAreWrittenExactlyAsTheirObjectsSerialize() async throws {

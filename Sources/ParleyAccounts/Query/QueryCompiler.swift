@@ -86,8 +86,7 @@ public enum QueryCompiler {
         if let readerIDs {
             switch layout.readAccess {
             case .permissions(let column):
-                var readers = ["*"]
-                for id in readerIDs where !readers.contains(id) { readers.append(id) }
+                let readers = readerList(readerIDs)
                 // `IS TRUE` keeps the GIN index out of the plan: a prepared statement's generic
                 // plan guesses `rperm && $n` matches 1% of rows and bitmap-scans every public row.
                 access.append("(" + column + " && " + (try compiler.writer.bind(.textArray(readers), as: "text[]")) + ") IS TRUE")
@@ -103,6 +102,13 @@ public enum QueryCompiler {
         default:
             throw .invalidQuery("where must be a JSON object")
         }
+    }
+
+    /// The ids a row's `rperm` must share one of: the public `*`, then `readerIDs` (no repeats).
+    static func readerList(_ readerIDs: [String]) -> [String] {
+        var readers = ["*"]
+        for id in readerIDs where !readers.contains(id) { readers.append(id) }
+        return readers
     }
 
     /// `order`, else nearest first for `$nearSphere`; `object_id` breaks ties so paging with
