@@ -25,7 +25,9 @@ public final class PostgresColumns: Sendable {
     /// Index of the first column with this name.
     public func index(of name: String) -> Int? {
         if let indexByName { return indexByName[name] }
-        return names.firstIndex(of: name)
+        // Lengths first: most names differ in length, and comparing them is nearly free.
+        let length = name.utf8.count
+        return names.firstIndex { $0.utf8.count == length && $0 == name }
     }
 }
 
