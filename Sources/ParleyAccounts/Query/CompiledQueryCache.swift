@@ -47,7 +47,7 @@ public final class CompiledQueryCache: Sendable {
     }
 
     private struct State {
-        var slots: [String: Slot] = [:]
+        var slots: [ShapeKey: Slot] = [:]
         var clock: UInt64 = 0
         var hits = 0
     }
@@ -93,7 +93,7 @@ public final class CompiledQueryCache: Sendable {
         }
     }
 
-    private func store(_ entry: Entry, for key: String) {
+    private func store(_ entry: Entry, for key: ShapeKey) {
         state.withLock { state in
             if state.slots[key] == nil, state.slots.count >= capacity,
                let oldest = state.slots.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
@@ -162,50 +162,74 @@ public final class CompiledQueryCache: Sendable {
         }
     }
 
+    /// The bytes identifying a shape: every part length-prefixed, so distinct shapes never
+    /// share a key. Bytes rather than a `String`: building it runs for every find.
+    struct ShapeKey: Hashable {
+        private(set) var bytes: [UInt8] = []
+
+        init() {
+            bytes.reserveCapacity(128)
+        }
+
+        mutating func add(_ text: String) {
+            add(text.utf8.count)
+            bytes.append(contentsOf: text.utf8)
+        }
+
+        mutating func add(_ number: Int) {
+            withUnsafeBytes(of: Int64(number).littleEndian) { bytes.append(contentsOf: $0) }
+        }
+
+        mutating func add(_ byte: UInt8) {
+            bytes.append(byte)
+        }
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
     /// What identifies a cached statement, and the `where` values in order.
     private struct Shape {
-        let key: String
+        let key: ShapeKey
         let values: [JSONValue]
 
         init?(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?) {
             guard case .permissions = layout.readAccess else { return nil }
-            var key = ""
-            key.reserveCapacity(64)
-            func add(_ text: String) {
-                key += String(text.utf8.count)
-                key += ":"
-                key += text
+            var key = ShapeKey()
+            key.add(query.className)
+            key.add(layout.table)
+            key.add(readerIDs?.count ?? -1)
+            key.add(query.limit)
+            key.add(query.skip)
+            key.add(query.order.count)
+            for order in query.order {
+                key.add(order.field)
+                key.add(order.descending ? 1 : 0)
             }
-            add(query.className)
-            add(layout.table)
-            add(readerIDs.map { "r" + String($0.count) } ?? "m")
-            add(String(query.limit))
-            add(String(query.skip))
-            add(String(query.order.count))
-            for order in query.order { add(order.descending ? "-" + order.field : order.field) }
-            add(query.keys.map { String($0.count) } ?? "all")
-            for name in query.keys ?? [] { add(name) }
+            key.add(query.keys?.count ?? -1)
+            for name in query.keys ?? [] { key.add(name) }
             var values: [JSONValue] = []
             switch query.where {
             case nil:
-                add("none")
+                key.add(-1)
             case .object(let members)?:
-                add("where")
+                key.add(members.count)
                 values.reserveCapacity(members.count)
                 for (field, value) in members {
-                    let kind: String
+                    let kind: UInt8
                     switch value {
                     case .string(let text):
                         guard !text.utf8.contains(0) else { return nil }
-                        kind = "s"
-                    case .int: kind = "i"
-                    case .double: kind = "d"
-                    case .bool: kind = "b"
+                        kind = UInt8(ascii: "s")
+                    case .int: kind = UInt8(ascii: "i")
+                    case .double: kind = UInt8(ascii: "d")
+                    case .bool: kind = UInt8(ascii: "b")
                     default: return nil
                     }
-                    guard !field.utf8.contains(0), field.utf8.first != UInt8(ascii: "$") else { return nil }
-                    add(field)
-                    key += kind
+                    guard field.utf8.first != UInt8(ascii: "$") else { return nil }
+                    key.add(field)
+                    key.add(kind)
                     values.append(value)
                 }
             default:
