@@ -72,12 +72,12 @@ public final class CompiledQueryCache: Sendable {
             return try QueryCompiler.compileSelect(query, layout: layout, readerIDs: readerIDs)
         }
         let cached = state.withLock { state -> Entry? in
-            guard var slot = state.slots[shape.key] else { return nil }
+            guard let index = state.slots.index(forKey: shape.key) else { return nil }
             state.clock &+= 1
-            slot.lastUse = state.clock
-            state.slots[shape.key] = slot
-            if case .template = slot.entry { state.hits += 1 }
-            return slot.entry
+            state.slots.values[index].lastUse = state.clock
+            let entry = state.slots.values[index].entry
+            if case .template = entry { state.hits += 1 }
+            return entry
         }
         switch cached {
         case .template(let template)?:
