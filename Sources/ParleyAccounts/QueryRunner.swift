@@ -13,7 +13,7 @@ public struct QueryRunner: Sendable {
 
     /// The rows of `query` readable by `auth`, and the count when `query.count` is set.
     nonisolated(nonsending) public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
-        let (rows, count) = try await fetch(query, auth: auth, on: db)
+        let (rows, count, _) = try await fetch(query, auth: auth, on: db)
         var results: [JSONObject] = []
         if let rows {
             results.reserveCapacity(rows.count)
@@ -26,13 +26,13 @@ public struct QueryRunner: Sendable {
     /// serializing `find`'s objects, but user and generic-class rows are written straight from
     /// the result (`RowJSONWriter`) instead of being built as objects first.
     nonisolated(nonsending) public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
-        let (rows, count) = try await fetch(query, auth: auth, on: db)
+        let (rows, count, layout) = try await fetch(query, auth: auth, on: db)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 256)
         bytes.append(contentsOf: #"{"results":["#.utf8)
         if let rows, !rows.isEmpty {
             let isUser = query.className == ClassName.user
-            let writesDirectly = query.keys == nil && (isUser || TableLayout.forClass(query.className).table == "objects")
+            let writesDirectly = query.keys == nil && (isUser || layout.table == "objects")
             let writer = writesDirectly ? RowJSONWriter(rows.columns) : nil
             for (position, row) in rows.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -56,8 +56,9 @@ public struct QueryRunner: Sendable {
         return bytes
     }
 
-    /// The rows (nil when `limit` is 0) and the count (when asked for).
-    nonisolated(nonsending) private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (rows: PostgresRows?, count: Int?) {
+    /// The rows (nil when `limit` is 0), the count (when asked for) and the class's layout.
+    nonisolated(nonsending) private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
+        -> (rows: PostgresRows?, count: Int?, layout: TableLayout) {
         let layout = TableLayout.forClass(query.className)
         if layout.table == "objects" { try ObjectStore.validate(className: query.className) }
         let readers: [String]? = auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
@@ -71,7 +72,7 @@ public struct QueryRunner: Sendable {
             let compiled = try Self.compile { () throws(QueryError) in try QueryCompiler.compileCount(query, layout: layout, readerIDs: readers) }
             count = try await Self.run(compiled, on: db).first?["count"].int ?? 0
         }
-        return (rows, count)
+        return (rows, count, layout)
     }
 
     /// One row as the Parse object of its class, reduced to `query.keys` when given.
