@@ -12,7 +12,7 @@ public struct QueryRunner: Sendable {
     }
 
     /// The rows of `query` readable by `auth`, and the count when `query.count` is set.
-    nonisolated(nonsending) public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
+    public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
         let (rows, count, _) = try await fetch(query, auth: auth, on: db)
         var results: [JSONObject] = []
         if let rows {
@@ -25,7 +25,7 @@ public struct QueryRunner: Sendable {
     /// `find` as the JSON response body `{"results":[…]}` (plus `"count"`): the same bytes as
     /// serializing `find`'s objects, but user and generic-class rows are written straight from
     /// the result (`RowJSONWriter`) instead of being built as objects first.
-    nonisolated(nonsending) public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let (rows, count, layout) = try await fetch(query, auth: auth, on: db)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 256)
@@ -57,7 +57,7 @@ public struct QueryRunner: Sendable {
     }
 
     /// The rows (nil when `limit` is 0), the count (when asked for) and the class's layout.
-    nonisolated(nonsending) private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
+    private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
         -> (rows: PostgresRows?, count: Int?, layout: TableLayout) {
         let layout = TableLayout.forClass(query.className)
         if layout.table == "objects" { try ObjectStore.validate(className: query.className) }
@@ -95,7 +95,7 @@ public struct QueryRunner: Sendable {
         }
     }
 
-    nonisolated(nonsending) private static func run(_ compiled: CompiledQuery, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows {
+    private static func run(_ compiled: CompiledQuery, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows {
         do {
             return try await db.query(compiled.sql, compiled.parameters)
         } catch {

@@ -3,17 +3,17 @@ import ParleyPostgres
 /// Something that runs statements: the pooled client, or one transaction (for `POST /batch`
 /// with `"transaction": true`). Stores take one per call so the same code runs in both.
 public protocol SQLExecutor: Sendable {
-    nonisolated(nonsending) func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows
+    func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows
 }
 
 extension PostgresClient: SQLExecutor {
-    nonisolated(nonsending) public func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
+    public func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
         try await query(sql, params, prepared: true)
     }
 }
 
 extension PostgresTransaction: SQLExecutor {
-    nonisolated(nonsending) public func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
+    public func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
         try await query(sql, params, prepared: true)
     }
 }
@@ -22,7 +22,7 @@ extension SQLExecutor {
     /// Runs a statement, turning database failures into `ParseError.internalError` (logged by the
     /// caller), except the ones a caller maps itself (`mapping` returns nil to keep the default).
     @discardableResult
-    nonisolated(nonsending) func run(_ sql: String, _ params: [PostgresData], mapping: (PostgresError) -> ParseError? = { _ in nil }) async throws(ParseError) -> PostgresRows {
+    func run(_ sql: String, _ params: [PostgresData], mapping: (PostgresError) -> ParseError? = { _ in nil }) async throws(ParseError) -> PostgresRows {
         do {
             return try await query(sql, params)
         } catch {

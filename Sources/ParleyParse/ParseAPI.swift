@@ -64,7 +64,7 @@ public final class ParseAPI: Sendable {
     // MARK: Request handling
 
     /// Answers one HTTP request under the mount path.
-    nonisolated(nonsending) public func handle(_ request: HTTPRequest, context: RequestContext) async -> HTTPResponse {
+    public func handle(_ request: HTTPRequest, context: RequestContext) async -> HTTPResponse {
         if request.method == .options {
             return render(ParseResponse(body: .object(JSONObject())), method: .options)
         }
@@ -84,7 +84,7 @@ public final class ParseAPI: Sendable {
     }
 
     /// Checks the app id and keys, resolves the session, and builds the `ParseRequest`.
-    nonisolated(nonsending) private func prepare(_ request: HTTPRequest, envelope: ParseEnvelope) async throws -> ParseRequest {
+    private func prepare(_ request: HTTPRequest, envelope: ParseEnvelope) async throws -> ParseRequest {
         guard let appID = envelope.applicationID, constantTimeEquals(appID, configuration.applicationID) else {
             throw ParseFailure.unauthorized
         }
@@ -117,7 +117,7 @@ public final class ParseAPI: Sendable {
     }
 
     /// Runs the endpoint for a prepared request.
-    nonisolated(nonsending) func dispatch(_ request: ParseRequest) async throws -> ParseResponse {
+    func dispatch(_ request: ParseRequest) async throws -> ParseResponse {
         guard let (handler, parameters) = routes.match(request.method, path: request.path) else {
             throw ParseFailure.noRoute(method: request.method.rawValue, path: configuration.mountPath + request.path)
         }

@@ -89,7 +89,7 @@ extension ParseAPI {
         return .empty
     }
 
-    nonisolated(nonsending) func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
+    func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
         let query = try request.parseQuery(className: className)
         // A batch embeds the body in its own response, so it needs the value, not the bytes.
         if !request.isBatched {

@@ -3,7 +3,7 @@ import ParleyHTTP
 /// The endpoints of the Parse API below the mount path, matched by method and path segments.
 /// Used for top-level requests and for `POST /batch` sub-requests alike.
 struct ParseRoutes: Sendable {
-    typealias Handler = nonisolated(nonsending) @Sendable (ParseAPI, ParseRequest) async throws -> ParseResponse
+    typealias Handler = @Sendable (ParseAPI, ParseRequest) async throws -> ParseResponse
 
     struct Route: Sendable {
         let method: HTTPMethod

@@ -46,7 +46,7 @@ public final class PostgresClient: Sendable {
     /// Runs one parameterised statement. `prepared` caches a server-side prepared statement per
     /// connection (keyed by SQL text and parameter types).
     @discardableResult
-    nonisolated(nonsending) public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
         let pool = pool()
         // Already on the pool's loop (a request task, which prefers its connection's loop): the
         // pool's synchronous part runs here and the task resumes on its own preferred executor,

@@ -73,7 +73,7 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
     // MARK: Statements
 
     /// Runs one statement on the least-loaded connection (loop thread).
-    nonisolated(nonsending) public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
         loop.preconditionInEventLoop()
         // Unsafe rather than checked: `submit` calls its completion exactly once, and the checked
         // variant allocates a box per statement.

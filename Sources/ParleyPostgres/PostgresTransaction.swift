@@ -17,7 +17,7 @@ public final class PostgresTransaction: @unchecked Sendable {
 
     /// Runs one statement inside the transaction.
     @discardableResult
-    nonisolated(nonsending) public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
         connection.loop.preconditionInEventLoop()
         guard !hasEnded else { throw .unsupported("the transaction has already ended") }
         guard connection.session == session, connection.state == .ready else {
