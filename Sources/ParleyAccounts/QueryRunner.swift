@@ -4,35 +4,87 @@ import ParleyPostgres
 /// Runs Parse queries (`GET /classes/:name`, `GET /users`, `GET /installations`) through the
 /// query compiler and turns the rows into Parse JSON for the caller.
 public struct QueryRunner: Sendable {
-    public init() {}
+    /// SELECTs of the query shapes seen, so repeated shapes skip the compiler.
+    public let compiledQueries: CompiledQueryCache
+
+    public init(compiledQueries: CompiledQueryCache = CompiledQueryCache()) {
+        self.compiledQueries = compiledQueries
+    }
 
     /// The rows of `query` readable by `auth`, and the count when `query.count` is set.
     public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
+        let (rows, count, _) = try await fetch(query, auth: auth, on: db)
+        var results: [JSONObject] = []
+        if let rows {
+            results.reserveCapacity(rows.count)
+            for row in rows { results.append(Self.json(row, query: query, auth: auth)) }
+        }
+        return (results, count)
+    }
+
+    /// `find` as the JSON response body `{"results":[…]}` (plus `"count"`): the same bytes as
+    /// serializing `find`'s objects, but user and generic-class rows are written straight from
+    /// the result (`RowJSONWriter`) instead of being built as objects first.
+    public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        let (rows, count, layout) = try await fetch(query, auth: auth, on: db)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32 + (rows?.count ?? 0) * 256)
+        bytes.append(contentsOf: #"{"results":["#.utf8)
+        if let rows, !rows.isEmpty {
+            let isUser = query.className == ClassName.user
+            let writesDirectly = query.keys == nil && (isUser || layout.table == "objects")
+            let writer = writesDirectly ? RowJSONWriter(rows.columns) : nil
+            for (position, row) in rows.enumerated() {
+                if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                if let writer {
+                    if isUser {
+                        writer.writeUser(row, viewer: auth, into: &bytes)
+                    } else {
+                        writer.writeObject(row, into: &bytes)
+                    }
+                } else {
+                    JSONValue.object(Self.json(row, query: query, auth: auth)).serialize(into: &bytes)
+                }
+            }
+        }
+        bytes.append(UInt8(ascii: "]"))
+        if let count {
+            bytes.append(contentsOf: #","count":"#.utf8)
+            JSONValue.int(Int64(count)).serialize(into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    /// The rows (nil when `limit` is 0), the count (when asked for) and the class's layout.
+    private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
+        -> (rows: PostgresRows?, count: Int?, layout: TableLayout) {
         let layout = TableLayout.forClass(query.className)
         if layout.table == "objects" { try ObjectStore.validate(className: query.className) }
         let readers: [String]? = auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
-        var results: [JSONObject] = []
+        var rows: PostgresRows?
         if query.limit > 0 {
-            let compiled = try Self.compile { () throws(QueryError) in try QueryCompiler.compileSelect(query, layout: layout, readerIDs: readers) }
-            let rows = try await Self.run(compiled, on: db)
-            results.reserveCapacity(rows.count)
-            for row in rows {
-                let json: JSONObject
-                switch query.className {
-                case ClassName.user: json = UserStore.json(row, viewer: auth)
-                case ClassName.installation: json = InstallationStore.json(row)
-                case ClassName.session: json = SessionStore.json(row)
-                default: json = ObjectStore.json(row)
-                }
-                results.append(RowJSON.select(json, keys: query.keys))
-            }
+            let compiled = try Self.compile { () throws(QueryError) in try compiledQueries.compileSelect(query, layout: layout, readerIDs: readers) }
+            rows = try await Self.run(compiled, on: db)
         }
         var count: Int?
         if query.count {
             let compiled = try Self.compile { () throws(QueryError) in try QueryCompiler.compileCount(query, layout: layout, readerIDs: readers) }
             count = try await Self.run(compiled, on: db).first?["count"].int ?? 0
         }
-        return (results, count)
+        return (rows, count, layout)
+    }
+
+    /// One row as the Parse object of its class, reduced to `query.keys` when given.
+    private static func json(_ row: PostgresRow, query: ParseQuery, auth: Auth) -> JSONObject {
+        let json: JSONObject
+        switch query.className {
+        case ClassName.user: json = UserStore.json(row, viewer: auth)
+        case ClassName.installation: json = InstallationStore.json(row)
+        case ClassName.session: json = SessionStore.json(row)
+        default: json = ObjectStore.json(row)
+        }
+        return RowJSON.select(json, keys: query.keys)
     }
 
     private static func compile(_ body: () throws(QueryError) -> CompiledQuery) throws(ParseError) -> CompiledQuery {

@@ -41,6 +41,9 @@ struct JSONReader {
     // MARK: - Structure
 
     private mutating func parseValue() throws(JSONError) -> JSONValue {
+        if let object = parseFlatObject() {
+            return .object(object)
+        }
         var frames: [Frame] = []
         var values: [JSONValue] = []
         var keys: [String] = []
@@ -135,6 +138,60 @@ struct JSONReader {
             }
             return value
         }
+    }
+
+    /// An object whose members are all scalars (most request and `data` objects), parsed
+    /// without the container stacks. Nil, with the cursor left where it was, for anything else,
+    /// including any error: the general parser then parses it (and reports the error) as always.
+    private mutating func parseFlatObject() -> JSONObject? {
+        let start = offset
+        skipWhitespace()
+        guard maxDepth > 0, offset < end, byte(offset) == UInt8(ascii: "{") else {
+            offset = start
+            return nil
+        }
+        offset += 1
+        var object = JSONObject(minimumCapacity: 8)
+        do throws(JSONError) {
+            skipWhitespace()
+            if offset < end && byte(offset) == UInt8(ascii: "}") {
+                offset += 1
+                return object
+            }
+            while true {
+                let key = try parseKey()
+                skipWhitespace()
+                guard offset < end else { break }
+                let value: JSONValue
+                switch byte(offset) {
+                case UInt8(ascii: "\""):
+                    value = .string(try parseString())
+                case UInt8(ascii: "t"):
+                    try expectLiteral("true")
+                    value = .bool(true)
+                case UInt8(ascii: "f"):
+                    try expectLiteral("false")
+                    value = .bool(false)
+                case UInt8(ascii: "n"):
+                    try expectLiteral("null")
+                    value = .null
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    value = try parseNumber()
+                default:
+                    offset = start
+                    return nil
+                }
+                object.updateValue(value, forKey: key)
+                skipWhitespace()
+                guard offset < end else { break }
+                let separator = byte(offset)
+                offset += 1
+                if separator == UInt8(ascii: "}") { return object }
+                guard separator == UInt8(ascii: ",") else { break }
+            }
+        } catch {}
+        offset = start
+        return nil
     }
 
     /// Parses `"key" :` and leaves the cursor after the colon.

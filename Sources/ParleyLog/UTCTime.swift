@@ -19,37 +19,60 @@ public enum UTCTime {
 
     /// Formats seconds plus milliseconds as ISO-8601 UTC.
     public static func iso8601(seconds: Int64, milliseconds: Int) -> String {
-        let (year, month, day) = civilDate(daysSinceEpoch: floorDiv(seconds, 86_400))
-        let secondOfDay = seconds - floorDiv(seconds, 86_400) * 86_400
-        let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay % 3600 / 60), second = Int(secondOfDay % 60)
+        let days = floorDiv(seconds, 86_400)
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        let secondOfDay = Int(seconds - days * 86_400)
+        let hour = secondOfDay / 3600, minute = secondOfDay % 3600 / 60, second = secondOfDay % 60
         guard (0...9999).contains(year), (0...999).contains(milliseconds) else {
             return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(milliseconds, 3))Z"
         }
-        // The common case in one buffer (it is formatted for every stored or sent timestamp).
         return String(unsafeUninitializedCapacity: 24) { buffer in
-            func put(_ value: Int, _ width: Int, at offset: Int) {
-                var value = value
-                for i in stride(from: offset + width - 1, through: offset, by: -1) {
-                    buffer[i] = UInt8(truncatingIfNeeded: 48 + value % 10)
-                    value /= 10
-                }
-            }
-            put(year, 4, at: 0)
-            buffer[4] = UInt8(ascii: "-")
-            put(month, 2, at: 5)
-            buffer[7] = UInt8(ascii: "-")
-            put(day, 2, at: 8)
-            buffer[10] = UInt8(ascii: "T")
-            put(hour, 2, at: 11)
-            buffer[13] = UInt8(ascii: ":")
-            put(minute, 2, at: 14)
-            buffer[16] = UInt8(ascii: ":")
-            put(second, 2, at: 17)
-            buffer[19] = UInt8(ascii: ".")
-            put(milliseconds, 3, at: 20)
-            buffer[23] = UInt8(ascii: "Z")
+            writeISO8601(year: year, month: month, day: day, secondOfDay: secondOfDay, milliseconds: milliseconds, into: buffer)
             return 24
         }
+    }
+
+    /// Appends `iso8601(milliseconds:)` to `bytes` (JSON writers: no `String` in between).
+    public static func appendISO8601(milliseconds: Int64, to bytes: inout [UInt8]) {
+        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let millis = Int(milliseconds - seconds * 1000)
+        let days = floorDiv(seconds, 86_400)
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        guard (0...9999).contains(year) else {
+            bytes.append(contentsOf: iso8601(seconds: seconds, milliseconds: millis).utf8)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
+            writeISO8601(year: year, month: month, day: day, secondOfDay: Int(seconds - days * 86_400), milliseconds: millis, into: buffer)
+            bytes.append(contentsOf: buffer)
+        }
+    }
+
+    /// The usual case (years 0-9999), written digit by digit into 24 bytes: this runs for every
+    /// timestamp of every row a query returns.
+    private static func writeISO8601(year: Int, month: Int, day: Int, secondOfDay: Int, milliseconds: Int,
+                                     into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        func put(_ value: Int, width: Int, at offset: Int) {
+            var rest = value
+            for position in (offset..<(offset + width)).reversed() {
+                buffer[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
+                rest /= 10
+            }
+        }
+        put(year, width: 4, at: 0)
+        buffer[4] = UInt8(ascii: "-")
+        put(month, width: 2, at: 5)
+        buffer[7] = UInt8(ascii: "-")
+        put(day, width: 2, at: 8)
+        buffer[10] = UInt8(ascii: "T")
+        put(secondOfDay / 3600, width: 2, at: 11)
+        buffer[13] = UInt8(ascii: ":")
+        put(secondOfDay % 3600 / 60, width: 2, at: 14)
+        buffer[16] = UInt8(ascii: ":")
+        put(secondOfDay % 60, width: 2, at: 17)
+        buffer[19] = UInt8(ascii: ".")
+        put(milliseconds, width: 3, at: 20)
+        buffer[23] = UInt8(ascii: "Z")
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`) into milliseconds since the epoch.
@@ -61,65 +84,93 @@ public enum UTCTime {
     /// fraction, `Z` or a `±HH[:MM[:SS]]` offset, or a bare date) into milliseconds since the
     /// epoch (UTC when no offset is given).
     public static func parseTimestamp(_ text: String) -> Int64? {
-        let b = Array(text.utf8)
-        var i = 0
-        func digits(_ count: Int) -> Int? {
-            guard i + count <= b.count else { return nil }
-            var v = 0
-            for k in i..<(i + count) {
-                guard b[k] >= 48, b[k] <= 57 else { return nil }
-                v = v * 10 + Int(b[k] - 48)
-            }
-            i += count
-            return v
-        }
-        func expect(_ c: UInt8) -> Bool {
-            guard i < b.count, b[i] == c else { return false }
-            i += 1
-            return true
-        }
-        guard let year = digits(4), expect(45), let month = digits(2), expect(45), let day = digits(2),
-              (1...12).contains(month), (1...31).contains(day) else { return nil }
+        var text = text
+        return text.withUTF8 { parseTimestamp(bytes: $0) }
+    }
+
+    /// `parseTimestamp` over UTF-8 bytes (a database cell, a JSON string), with no copy.
+    public static func parseTimestamp(bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var cursor = TimestampCursor(bytes: bytes)
+        guard let year = cursor.digits(4), cursor.expect(45), let month = cursor.digits(2), cursor.expect(45),
+              let day = cursor.digits(2), (1...12).contains(month), (1...31).contains(day) else { return nil }
         let days = daysSinceEpoch(year: year, month: month, day: day)
-        if i == b.count { return days * 86_400_000 }
-        guard expect(32) || expect(84), let hour = digits(2), expect(58), let minute = digits(2), expect(58),
-              let second = digits(2), hour < 25, minute < 60, second < 61 else { return nil }
+        if cursor.atEnd { return days * 86_400_000 }
+        guard cursor.expect(32) || cursor.expect(84), let hour = cursor.digits(2), cursor.expect(58),
+              let minute = cursor.digits(2), cursor.expect(58), let second = cursor.digits(2),
+              hour < 25, minute < 60, second < 61 else { return nil }
         var millis = 0
-        if expect(46) {
+        if cursor.expect(46) {
             var count = 0
-            while i < b.count, b[i] >= 48, b[i] <= 57 {
-                if count < 3 { millis = millis * 10 + Int(b[i] - 48) }
+            while let digit = cursor.digit() {
+                if count < 3 { millis = millis * 10 + digit }
                 count += 1
-                i += 1
             }
             guard count > 0 else { return nil }
             var scale = count
             while scale < 3 { millis *= 10; scale += 1 }
         }
         var offset = 0
-        if i < b.count {
-            if b[i] == 90 {
-                i += 1
+        if !cursor.expect(90), !cursor.atEnd {
+            let sign: Int
+            if cursor.expect(43) {
+                sign = 1
+            } else if cursor.expect(45) {
+                sign = -1
             } else {
-                guard b[i] == 43 || b[i] == 45 else { return nil }
-                let sign = b[i] == 43 ? 1 : -1
-                i += 1
-                guard let oh = digits(2) else { return nil }
-                var seconds = oh * 3600
-                if expect(58) {
-                    guard let om = digits(2) else { return nil }
-                    seconds += om * 60
-                    if expect(58) {
-                        guard let os = digits(2) else { return nil }
-                        seconds += os
-                    }
-                }
-                offset = sign * seconds
+                return nil
             }
+            guard let oh = cursor.digits(2) else { return nil }
+            var seconds = oh * 3600
+            if cursor.expect(58) {
+                guard let om = cursor.digits(2) else { return nil }
+                seconds += om * 60
+                if cursor.expect(58) {
+                    guard let os = cursor.digits(2) else { return nil }
+                    seconds += os
+                }
+            }
+            offset = sign * seconds
         }
-        guard i == b.count else { return nil }
+        guard cursor.atEnd else { return nil }
         let secondsOfDay = Int64(hour * 3600 + minute * 60 + second - offset)
         return (days * 86_400 + secondsOfDay) * 1000 + Int64(millis)
+    }
+
+    /// Reads a timestamp's fields left to right.
+    private struct TimestampCursor {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        var atEnd: Bool { index == bytes.count }
+
+        /// The next byte as a digit value, consuming it; nil (consuming nothing) for a non-digit.
+        mutating func digit() -> Int? {
+            guard index < bytes.count else { return nil }
+            let value = bytes[index] &- 48
+            guard value < 10 else { return nil }
+            index += 1
+            return Int(value)
+        }
+
+        /// Exactly `count` digits as a number.
+        mutating func digits(_ count: Int) -> Int? {
+            guard bytes.count - index >= count else { return nil }
+            var value = 0
+            for _ in 0..<count {
+                let digit = bytes[index] &- 48
+                guard digit < 10 else { return nil }
+                value = value * 10 + Int(digit)
+                index += 1
+            }
+            return value
+        }
+
+        /// Consumes `byte` when it is next.
+        mutating func expect(_ byte: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
     }
 
     /// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).

@@ -91,6 +91,10 @@ extension ParseAPI {
 
     func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
         let query = try request.parseQuery(className: className)
+        // A batch embeds the body in its own response, so it needs the value, not the bytes.
+        if !request.isBatched {
+            return .serialized(try await queries.findJSON(query, auth: request.auth, on: request.db))
+        }
         let (results, count) = try await queries.find(query, auth: request.auth, on: request.db)
         var body: JSONObject = ["results": .array(results.map(JSONValue.object))]
         if let count { body["count"] = .int(Int64(count)) }

@@ -5,17 +5,25 @@ import Glibc
 
 /// Conversions between libpq's C API and the client's Swift types.
 enum LibPQ {
-    /// Copies a `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result into Swift values.
-    static func rows(_ result: OpaquePointer) -> PostgresRows {
+    /// Copies a `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result into Swift values. `knownColumns`
+    /// (the columns of an earlier result of the same prepared statement) is reused when the
+    /// result has exactly those columns, which saves building the column index per result.
+    static func rows(_ result: OpaquePointer, knownColumns: PostgresColumns? = nil) -> PostgresRows {
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
-        var names: [String] = []
-        var oids: [UInt32] = []
-        names.reserveCapacity(columnCount)
-        oids.reserveCapacity(columnCount)
-        for c in 0..<columnCount {
-            names.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
-            oids.append(PQftype(result, Int32(c)))
+        let columns: PostgresColumns
+        if let knownColumns, describes(result, columnCount: columnCount, as: knownColumns) {
+            columns = knownColumns
+        } else {
+            var names: [String] = []
+            var oids: [UInt32] = []
+            names.reserveCapacity(columnCount)
+            oids.reserveCapacity(columnCount)
+            for c in 0..<columnCount {
+                names.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
+                oids.append(PQftype(result, Int32(c)))
+            }
+            columns = PostgresColumns(names: names, typeOIDs: oids)
         }
         var cells: [String?] = []
         cells.reserveCapacity(rowCount * columnCount)
@@ -34,7 +42,21 @@ enum LibPQ {
         }
         let tag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
         let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
-        return PostgresRows(columns: PostgresColumns(names: names, typeOIDs: oids), cells: cells, commandTag: tag, affectedRows: affected)
+        return PostgresRows(columns: columns, cells: cells, commandTag: tag, affectedRows: affected)
+    }
+
+    /// Whether `result` has exactly `columns` (count, names and type OIDs).
+    private static func describes(_ result: OpaquePointer, columnCount: Int, as columns: PostgresColumns) -> Bool {
+        guard columns.names.count == columnCount else { return false }
+        for c in 0..<columnCount {
+            guard PQftype(result, Int32(c)) == columns.typeOIDs[c], let name = PQfname(result, Int32(c)) else { return false }
+            var known = columns.names[c]
+            let same = known.withUTF8 { utf8 in
+                strlen(name) == utf8.count && (utf8.isEmpty || memcmp(name, utf8.baseAddress!, utf8.count) == 0)
+            }
+            guard same else { return false }
+        }
+        return true
     }
 
     /// The error of a `PGRES_FATAL_ERROR` result.
@@ -57,10 +79,10 @@ enum LibPQ {
     }
 
     /// A finished result as rows or an error. Clears nothing: the caller owns `result`.
-    static func outcome(_ result: OpaquePointer) -> Result<PostgresRows, PostgresError> {
+    static func outcome(_ result: OpaquePointer, knownColumns: PostgresColumns? = nil) -> Result<PostgresRows, PostgresError> {
         switch PQresultStatus(result) {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE:
-            return .success(rows(result))
+            return .success(rows(result, knownColumns: knownColumns))
         case PGRES_EMPTY_QUERY:
             return .success(PostgresRows(columns: PostgresColumns(names: [], typeOIDs: []), cells: [], commandTag: "", affectedRows: 0))
         case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
@@ -94,7 +116,14 @@ enum LibPQ {
 
     /// Fails when text to be passed as a C string contains a NUL (libpq would silently truncate it).
     static func checkNoNUL(_ text: String, _ what: @autoclosure () -> String) throws(PostgresError) {
-        if text.utf8.contains(0) { throw .unsupported("\(what()) contains a NUL byte") }
+        var text = text
+        if text.withUTF8(containsNUL) { throw .unsupported("\(what()) contains a NUL byte") }
+    }
+
+    /// Whether `bytes` holds a NUL (memchr: SQL texts are checked on every unprepared statement).
+    static func containsNUL(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+        return memchr(base, 0, bytes.count) != nil
     }
 
     /// Session settings every connection uses, so text output parses the same way everywhere.
@@ -131,44 +160,59 @@ enum LibPQ {
     static let silentNoticeProcessor: PQnoticeProcessor = { _, _ in }
 }
 
-/// Statement parameters laid out as libpq wants them (text format, explicit type OIDs).
-final class LibPQParameters {
+/// Statement parameters laid out as libpq wants them (text format, explicit type OIDs): every
+/// value NUL-terminated in one buffer, so a statement costs a few allocations whatever its size.
+struct LibPQParameters {
     let count: Int32
-    let types: UnsafeMutablePointer<UInt32>
-    private let values: CStringArray
-    private let present: [Bool]
+    /// Type OIDs in parameter order (0: let the server infer the type).
+    let types: [UInt32]
+    private let bytes: [UInt8]
+    /// Where each value starts in `bytes`; -1 for SQL NULL.
+    private let offsets: [Int]
 
     init(_ params: [PostgresData]) throws(PostgresError) {
         guard params.count <= 65_535 else { throw .unsupported("\(params.count) parameters (the protocol allows 65535)") }
         count = Int32(params.count)
-        types = .allocate(capacity: max(1, params.count))
-        var texts: [String] = []
-        var present: [Bool] = []
+        var types: [UInt32] = []
+        var offsets: [Int] = []
+        var bytes: [UInt8] = []
+        types.reserveCapacity(params.count)
+        offsets.reserveCapacity(params.count)
         for (i, param) in params.enumerated() {
-            types[i] = param.typeOID
-            if let text = param.textValue {
-                try LibPQ.checkNoNUL(text, "parameter $\(i + 1)")
-                texts.append(text)
-                present.append(true)
-            } else {
-                texts.append("")
-                present.append(false)
+            types.append(param.typeOID)
+            guard var text = param.textValue else {
+                offsets.append(-1)
+                continue
             }
+            let nul = text.withUTF8 { utf8 in
+                bytes.append(contentsOf: utf8)
+                return LibPQ.containsNUL(utf8)
+            }
+            if nul { throw .unsupported("parameter $\(i + 1) contains a NUL byte") }
+            offsets.append(bytes.count - text.utf8.count)
+            bytes.append(0)
         }
-        values = CStringArray(texts)
-        for (i, isPresent) in present.enumerated() where !isPresent {
-            free(values.pointers[i])
-            values.pointers[i] = nil
-        }
-        self.present = present
+        self.types = types
+        self.offsets = offsets
+        self.bytes = bytes
     }
 
-    deinit { types.deallocate() }
+    /// Calls `body` with the `paramTypes` pointer.
+    func withTypes<R>(_ body: (UnsafePointer<UInt32>?) -> R) -> R {
+        types.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
 
     /// Calls `body` with the `paramValues` pointer (NULL entries for SQL NULL).
-    func withValues<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        withExtendedLifetime(values) {
-            values.pointers.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: Int(count) + 1) { body($0) }
+    func withValues<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: max(1, offsets.count)) { pointers in
+                    for (i, offset) in offsets.enumerated() {
+                        pointers[i] = offset < 0 ? nil : chars.baseAddress! + offset
+                    }
+                    return body(UnsafePointer(pointers.baseAddress))
+                }
+            }
         }
     }
 }

@@ -44,8 +44,8 @@ public final class PostgresBlockingConnection {
         guard let connection else { throw .shutdown }
         try LibPQ.checkNoNUL(sql, "the SQL text")
         let parameters = try LibPQParameters(params)
-        let result = parameters.withValues { values in
-            PQexecParams(connection, sql, parameters.count, parameters.types, values, nil, nil, 0)
+        let result = parameters.withTypes { types in
+            parameters.withValues { values in PQexecParams(connection, sql, parameters.count, types, values, nil, nil, 0) }
         }
         return try finish(result)
     }

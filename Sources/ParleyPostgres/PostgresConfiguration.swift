@@ -17,7 +17,8 @@ public struct PostgresConfiguration: Sendable {
     /// First reconnect delay; it doubles per failed attempt up to `reconnectMaxDelay` (with jitter).
     public var reconnectBaseDelay: Duration
     public var reconnectMaxDelay: Duration
-    /// Server-side prepared statements cached per connection; statements beyond it run unprepared.
+    /// Server-side prepared statements cached per connection (by SQL text and parameter types);
+    /// preparing one more closes the least recently used. 0 runs every statement unprepared.
     public var maxPreparedStatements: Int
 
     public init(

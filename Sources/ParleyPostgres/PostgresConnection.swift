@@ -42,15 +42,13 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         var endsRemaining: Int
         var sawResult = false
         var outcome: Result<PostgresRows, PostgresError>?
-        /// Prepared-statement cache key, to forget the statement if preparing it fails or its plan went stale.
-        let preparedKey: String?
-        /// Name of the prepared statement executed, if any.
-        let statementName: String?
+        /// The prepared statement executed, if any: its cached columns decode the result, and it
+        /// is forgotten if preparing it fails or its plan went stale.
+        let statement: PreparedStatementCache.Entry?
 
-        init(endsRemaining: Int, preparedKey: String?, statementName: String?, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+        init(endsRemaining: Int, statement: PreparedStatementCache.Entry?, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
             self.endsRemaining = endsRemaining
-            self.preparedKey = preparedKey
-            self.statementName = statementName
+            self.statement = statement
             self.completion = completion
         }
 
@@ -62,11 +60,13 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
 
     private var phase: Phase = .idle
     private var pending = FIFO<PendingStatement>()
-    private var preparedNames: [String: String] = [:]
+    private var statements: PreparedStatementCache
+    /// Names of prepared statements whose plan went stale, to close on the server before the next
+    /// statement (closing them while reading results would re-enter libpq).
+    private var staleStatements: [String] = []
     /// Why preparing a statement failed, by name: statements pipelined behind the failed PREPARE
     /// with the same name fail with "does not exist" (26000) and get this error instead.
     private var prepareFailures: [String: PostgresError] = [:]
-    private var statementCounter = 0
     private var writeInterest = false
     private var failedAttempts = 0
     private var hasConnectedBefore = false
@@ -82,6 +82,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         self.configuration = configuration
         self.stats = stats
         self.logger = logger
+        self.statements = PreparedStatementCache(capacity: configuration.maxPreparedStatements)
     }
 
     /// Creates a connection owned by `loop`; call `connect()` on the loop to start it.
@@ -123,13 +124,20 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
     /// Queues one statement plus a sync in the pipeline; `completion` runs on the loop.
     func send(_ sql: String, _ params: [PostgresData], prepared: Bool, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
         loop.preconditionInEventLoop()
+        if case .ready(let conn, _) = phase, !staleStatements.isEmpty {
+            let names = staleStatements
+            staleStatements.removeAll()
+            for name in names where !queueDeallocate(conn, name) {
+                connectionLost(LibPQ.errorMessage(conn))
+                break
+            }
+        }
         guard case .ready(let conn, _) = phase else {
             completion(.failure(isClosed ? .shutdown : .connectionUnavailable("connection is \(state)")))
             return
         }
         let parameters: LibPQParameters
         do throws(PostgresError) {
-            try LibPQ.checkNoNUL(sql, "the SQL text")
             parameters = try LibPQParameters(params)
         } catch {
             completion(.failure(error))
@@ -137,31 +145,40 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         }
 
         var ends = 1
-        var cacheKey: String?
-        var statementName: String?
+        var statement: PreparedStatementCache.Entry?
         var queued: Bool
-        if prepared && configuration.maxPreparedStatements > 0 {
-            var key = sql
-            key.unicodeScalars.append("\u{0}")
-            for i in 0..<Int(parameters.count) { key += String(parameters.types[i]) + "," }
-            if let name = preparedNames[key] {
-                cacheKey = key
-                statementName = name
-                queued = parameters.withValues { PQsendQueryPrepared(conn, name, parameters.count, $0, nil, nil, 0) } == 1
-            } else if preparedNames.count < configuration.maxPreparedStatements {
-                statementCounter += 1
-                let name = "parley_\(statementCounter)"
-                queued = PQsendPrepare(conn, name, sql, parameters.count, parameters.types) == 1
-                    && parameters.withValues { PQsendQueryPrepared(conn, name, parameters.count, $0, nil, nil, 0) } == 1
-                preparedNames[key] = name
-                cacheKey = key
-                statementName = name
-                ends = 2
+        if prepared && statements.capacity > 0 {
+            let key = PreparedStatementCache.Key(sql: sql, types: parameters.types)
+            if let cached = statements.lookup(key) {
+                // Its text was checked for NUL when it was prepared.
+                statement = cached
+                queued = parameters.withValues { PQsendQueryPrepared(conn, cached.name, parameters.count, $0, nil, nil, 0) } == 1
             } else {
-                queued = parameters.withValues { PQsendQueryParams(conn, sql, parameters.count, parameters.types, $0, nil, nil, 0) } == 1
+                do throws(PostgresError) {
+                    try LibPQ.checkNoNUL(sql, "the SQL text")
+                } catch {
+                    completion(.failure(error))
+                    return
+                }
+                let (entry, evicted) = statements.insert(key)
+                statement = entry
+                // Statements already sent under the evicted name run before the DEALLOCATE.
+                queued = evicted.map { queueDeallocate(conn, $0.name) } ?? true
+                queued = queued
+                    && parameters.withTypes { PQsendPrepare(conn, entry.name, sql, parameters.count, $0) } == 1
+                    && parameters.withValues { PQsendQueryPrepared(conn, entry.name, parameters.count, $0, nil, nil, 0) } == 1
+                ends = 2
             }
         } else {
-            queued = parameters.withValues { PQsendQueryParams(conn, sql, parameters.count, parameters.types, $0, nil, nil, 0) } == 1
+            do throws(PostgresError) {
+                try LibPQ.checkNoNUL(sql, "the SQL text")
+            } catch {
+                completion(.failure(error))
+                return
+            }
+            queued = parameters.withTypes { types in
+                parameters.withValues { PQsendQueryParams(conn, sql, parameters.count, types, $0, nil, nil, 0) }
+            } == 1
         }
         if queued { queued = PQpipelineSync(conn) == 1 }
         guard queued else {
@@ -171,10 +188,22 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             connectionLost(reason)
             return
         }
-        pending.append(PendingStatement(endsRemaining: ends, preparedKey: cacheKey, statementName: statementName, completion: completion))
+        pending.append(PendingStatement(endsRemaining: ends, statement: statement, completion: completion))
         stats.inFlight.add(1, ordering: .relaxed)
         stats.statements.add(1, ordering: .relaxed)
         flush()
+    }
+
+    /// Queues `DEALLOCATE name` plus a sync, whose outcome nobody waits for (a statement that
+    /// failed to prepare does not exist: that error is ignored too). False when libpq refused.
+    private func queueDeallocate(_ conn: OpaquePointer, _ name: String) -> Bool {
+        guard PQsendQueryParams(conn, "DEALLOCATE \(name)", 0, nil, nil, nil, nil, 0) == 1, PQpipelineSync(conn) == 1 else {
+            return false
+        }
+        pending.append(PendingStatement(endsRemaining: 1, statement: nil, completion: { _ in }))
+        stats.inFlight.add(1, ordering: .relaxed)
+        stats.statements.add(1, ordering: .relaxed)
+        return true
     }
 
     private func flush() {
@@ -237,16 +266,22 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             }
             guard let head = pending.first else { continue }
             head.sawResult = true
-            var outcome = LibPQ.outcome(result)
-            if case .failure(let error) = outcome, let key = head.preparedKey, let name = head.statementName {
-                if head.endsRemaining == 2 {
-                    preparedNames[key] = nil
-                    prepareFailures[name] = error
-                } else if error.sqlState == "0A000" {
-                    // "cached plan must not change result type" after a schema change: prepare afresh next time.
-                    if preparedNames[key] == name { preparedNames[key] = nil }
-                } else if error.sqlState == "26000", let original = prepareFailures[name] {
-                    outcome = .failure(original)
+            var outcome = LibPQ.outcome(result, knownColumns: head.statement?.columns)
+            if let statement = head.statement {
+                switch outcome {
+                case .success(let rows):
+                    // The execution's result (with a fresh PREPARE, the first result is the PREPARE's).
+                    if head.endsRemaining == 1 { statement.columns = rows.columns }
+                case .failure(let error):
+                    if head.endsRemaining == 2 {
+                        statements.remove(statement)
+                        prepareFailures[statement.name] = error
+                    } else if error.sqlState == "0A000" {
+                        // "cached plan must not change result type" after a schema change: prepare afresh next time.
+                        if statements.remove(statement) { staleStatements.append(statement.name) }
+                    } else if error.sqlState == "26000", let original = prepareFailures[statement.name] {
+                        outcome = .failure(original)
+                    }
                 }
             }
             head.record(outcome)
@@ -409,7 +444,8 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         logger.warning("lost the PostgreSQL connection; reconnecting", [("error", reason), ("in_flight", String(pending.count))])
         let failed = pending.removeAll()
         stats.inFlight.subtract(failed.count, ordering: .relaxed)
-        preparedNames.removeAll()
+        statements.removeAll()
+        staleStatements.removeAll()
         prepareFailures.removeAll()
         writeInterest = false
         scheduleReconnect()

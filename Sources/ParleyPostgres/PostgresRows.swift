@@ -4,18 +4,31 @@ public final class PostgresColumns: Sendable {
     public let names: [String]
     /// Type OIDs in result order.
     public let typeOIDs: [UInt32]
-    private let indexByName: [String: Int]
+    /// A hash index for wide results; narrower ones are searched linearly (cheaper than hashing).
+    private let indexByName: [String: Int]?
+
+    /// Results with more columns than this get a hash index of their names.
+    static let indexThreshold = 16
 
     init(names: [String], typeOIDs: [UInt32]) {
         self.names = names
         self.typeOIDs = typeOIDs
-        var index: [String: Int] = [:]
-        for (i, name) in names.enumerated() where index[name] == nil { index[name] = i }
-        indexByName = index
+        if names.count > Self.indexThreshold {
+            var index: [String: Int] = [:]
+            for (i, name) in names.enumerated() where index[name] == nil { index[name] = i }
+            indexByName = index
+        } else {
+            indexByName = nil
+        }
     }
 
     /// Index of the first column with this name.
-    public func index(of name: String) -> Int? { indexByName[name] }
+    public func index(of name: String) -> Int? {
+        if let indexByName { return indexByName[name] }
+        // Lengths first: most names differ in length, and comparing them is nearly free.
+        let length = name.utf8.count
+        return names.firstIndex { $0.utf8.count == length && $0 == name }
+    }
 }
 
 /// The result of one statement: rows (possibly none) plus the command tag.

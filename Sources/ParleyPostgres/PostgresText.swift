@@ -42,17 +42,19 @@ public enum PostgresText {
 
     /// A one-dimensional array literal with every element double-quoted: `{"a","b\"c"}`.
     public static func arrayLiteral(_ items: [String]) -> String {
-        var out = "{"
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(2 + items.reduce(0) { $0 + $1.utf8.count + 3 })
         for (i, item) in items.enumerated() {
-            if i > 0 { out += "," }
-            out += "\""
-            for scalar in item.unicodeScalars {
-                if scalar == "\"" || scalar == "\\" { out += "\\" }
-                out.unicodeScalars.append(scalar)
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            for byte in item.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
             }
-            out += "\""
+            out.append(UInt8(ascii: "\""))
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses `timestamptz`/`timestamp`/`date` output in the ISO DateStyle

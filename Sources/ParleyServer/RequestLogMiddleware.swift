@@ -1,14 +1,13 @@
 import ParleyHTTP
 import ParleyLog
 
-/// Logs each routed request at debug level, and failures at warning, with the request id.
+/// Logs each routed request at debug level, and failures at warning, with the request id
+/// (`request=<id>`, which the context's logger carries: it is built only when something logs).
 struct RequestLogMiddleware: HTTPMiddleware {
     func handle(
         _ request: HTTPRequest, context: RequestContext,
         next: (HTTPRequest, RequestContext) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
-        var context = context
-        context.logger = context.logger.with("request_id", "\(context.requestID)")
         do {
             let response = try await next(request, context)
             if context.logger.isEnabled(.debug) {

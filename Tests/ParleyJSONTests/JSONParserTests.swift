@@ -275,6 +275,20 @@ final class JSONParserTests: XCTestCase {
         XCTAssertEqual(parseError("\"abc"), .unexpectedEnd(at: JSONPosition(offset: 4, line: 1, column: 5)))
     }
 
+    func testFlatAndNestedObjectsParseAndFailAlike() throws {
+        // Objects of scalars take a shorter path than nested ones; results and errors are the same.
+        XCTAssertEqual(try parse(#" { "a" : 1 , "b":"x\ty", "c":null,"a":true } "#).object?.keys, ["a", "b", "c"])
+        XCTAssertEqual(try parse(#"{"a":1,"a":2.5,"n":-0}"#), .object(JSONObject([("a", .double(2.5)), ("n", .double(-0.0))])))
+        XCTAssertEqual(try parse(#"{"a":1,"b":{"c":[2]},"d":false}"#), .object(JSONObject([
+            ("a", .int(1)), ("b", .object(JSONObject([("c", .array([.int(2)]))]))), ("d", .bool(false)),
+        ])))
+        XCTAssertEqual(parseError(#"{"a":1,"b":tru}"#), .unexpectedByte(UInt8(ascii: "}"), at: JSONPosition(offset: 14, line: 1, column: 15)))
+        XCTAssertEqual(parseError(#"{"a":"\x"}"#), .invalidEscape(at: JSONPosition(offset: 6, line: 1, column: 7)))
+        XCTAssertEqual(parseError(#"{"a":1 "b":2}"#), .unexpectedByte(UInt8(ascii: "\""), at: JSONPosition(offset: 7, line: 1, column: 8)))
+        XCTAssertEqual(parseError(#"{"a":1,"b":[1,}"#), .unexpectedByte(UInt8(ascii: "}"), at: JSONPosition(offset: 14, line: 1, column: 15)))
+        XCTAssertEqual(parseError(#"{"a":01}"#), .invalidNumber(at: JSONPosition(offset: 5, line: 1, column: 6)))
+    }
+
     func testErrorDescriptionIsReadable() {
         let error = parseError("[1,\n x]")
         XCTAssertEqual(error?.description, "invalid JSON: unexpected character 'x' at line 2, column 2 (byte 5)")
@@ -302,6 +316,8 @@ final class JSONParserTests: XCTestCase {
         }
         XCTAssertEqual(try parse("1", JSONParser(maxDepth: 0)), .int(1))
         XCTAssertNotNil(parseError("[]", JSONParser(maxDepth: 0)))
+        XCTAssertEqual(parseError("{\"a\":1}", JSONParser(maxDepth: 0)), .depthLimitExceeded(limit: 0, at: JSONPosition(offset: 0, line: 1, column: 1)))
+        XCTAssertEqual(parseError(" {}", JSONParser(maxDepth: 0)), .depthLimitExceeded(limit: 0, at: JSONPosition(offset: 1, line: 1, column: 2)))
     }
 
     func testHostileNestingDoesNotOverflowTheStack() throws {

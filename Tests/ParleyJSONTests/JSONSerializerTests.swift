@@ -13,6 +13,25 @@ final class JSONSerializerTests: XCTestCase {
         XCTAssertEqual(JSONValue.string("").serialized(), "\"\"")
     }
 
+    func testEveryCharacterThatNeedsAnEscapeIsEscapedAtAnyPosition() throws {
+        let specials: [(Character, String)] = [
+            ("\"", #"\""#), ("\\", #"\\"#), ("\n", #"\n"#), ("\t", #"\t"#), ("\u{8}", #"\b"#), ("\u{c}", #"\f"#),
+            ("\r", #"\r"#), ("\u{0}", #"\u0000"#), ("\u{1}", #"\u0001"#), ("\u{1f}", #"\u001f"#),
+        ]
+        let filler = Array("abcdéfgh/ijk~lmnop😀qrstuvwxyz\u{7f}")
+        for (special, escaped) in specials {
+            for position in 0...filler.count {
+                var characters = filler
+                characters.insert(special, at: position)
+                let expected = "\"" + String(filler[..<position]) + escaped + String(filler[position...]) + "\""
+                let text = JSONValue.string(String(characters)).serialized()
+                XCTAssertEqual(text, expected, "\(escaped) at \(position)")
+                XCTAssertEqual(try JSONParser().parse(text), .string(String(characters)))
+            }
+        }
+        XCTAssertEqual(JSONValue.string("plain text longer than eight bytes").serialized(), #""plain text longer than eight bytes""#)
+    }
+
     func testDoublesPrintAsValidRoundTrippableJSON() throws {
         let cases: [(Double, String)] = [
             (0.1, "0.1"), (1e300, "1e+300"), (-0.0, "-0.0"), (0.0, "0.0"), (1.0, "1.0"), (-2.5, "-2.5"),

@@ -1,3 +1,4 @@
+import ParleyLog
 import ParleyNet
 import ParleyPostgres
 import ParleyTestSupport
@@ -91,6 +92,20 @@ final class PostgresDecodingTests: XCTestCase {
         XCTAssertEqual(PostgresText.parseTimestamp("1970-01-01 00:00:00.5-00:30"), 1_800_500)
         XCTAssertNil(PostgresText.parseTimestamp("infinity"))
         XCTAssertNil(PostgresText.parseTimestamp("2024-01-01 00:00:00 BC"))
+        XCTAssertEqual(PostgresText.parseTimestamp("2026-11-30T06:48:56.123Z"), 1_796_021_336_123)
+        XCTAssertEqual(PostgresText.parseTimestamp("2026-11-30"), 1_795_996_800_000)
+        XCTAssertEqual(PostgresText.parseTimestamp("1970-01-01 00:00:00+05:30:15"), -19_815_000)
+        XCTAssertNil(PostgresText.parseTimestamp("2026-11-30 06:48:56."))
+        XCTAssertNil(PostgresText.parseTimestamp("2026-13-30 06:48:56"))
+        XCTAssertNil(PostgresText.parseTimestamp("2026-11-30 06:48"))
+        XCTAssertNil(PostgresText.parseTimestamp("2026-11-30 06:48:56+1"))
+        XCTAssertNil(PostgresText.parseTimestamp("2026-11-30 06:48:56Zx"))
+        XCTAssertNil(PostgresText.parseTimestamp(""))
+        XCTAssertEqual(UTCTime.iso8601(milliseconds: 1_796_021_336_123), "2026-11-30T06:48:56.123Z")
+        XCTAssertEqual(UTCTime.iso8601(milliseconds: 0), "1970-01-01T00:00:00.000Z")
+        XCTAssertEqual(UTCTime.iso8601(milliseconds: -1), "1969-12-31T23:59:59.999Z")
+        XCTAssertEqual(UTCTime.iso8601(milliseconds: 253_402_300_799_999), "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(UTCTime.iso8601(milliseconds: 253_402_300_800_000), "10000-01-01T00:00:00.000Z")
         XCTAssertEqual(PostgresText.hexBytea([0, 0xff, 0x10]), "\\x00ff10")
         XCTAssertEqual(PostgresText.decodeBytea("\\x00FF10"), [0, 0xff, 0x10])
         XCTAssertNil(PostgresText.decodeBytea("\\x0"))

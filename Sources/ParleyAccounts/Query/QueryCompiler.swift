@@ -45,17 +45,24 @@ public enum QueryCompiler {
             sql += columns
             sql += " FROM "
             sql += layout.table
-            var first = true
-            for predicate in access + conditions {
-                sql += first ? " WHERE " : " AND "
+            for (position, predicate) in access.enumerated() {
+                sql += position == 0 ? " WHERE " : " AND "
                 sql += predicate
-                first = false
+            }
+            for (position, predicate) in conditions.enumerated() {
+                sql += position == 0 && access.isEmpty ? " WHERE " : " AND "
+                sql += predicate
             }
             sql += " ORDER BY "
             sql += orderBy
         }
-        sql += " LIMIT \(limit)"
-        if query.skip > 0 { sql += " OFFSET \(query.skip)" }
+        // Appends rather than interpolation: this runs for every find.
+        sql += " LIMIT "
+        sql += String(limit)
+        if query.skip > 0 {
+            sql += " OFFSET "
+            sql += String(query.skip)
+        }
         return CompiledQuery(sql: sql, parameters: compiler.writer.parameters)
     }
 
@@ -74,16 +81,15 @@ public enum QueryCompiler {
                                compiler: inout WhereCompiler) throws(QueryError) -> (access: [String], conditions: [String]) {
         var access: [String] = []
         if let classColumn = layout.classColumn {
-            access.append("\(classColumn) = \(try compiler.writer.bind(.text(layout.className), as: "text"))")
+            access.append(classColumn + " = " + (try compiler.writer.bind(.text(layout.className), as: "text")))
         }
         if let readerIDs {
             switch layout.readAccess {
             case .permissions(let column):
-                var readers = ["*"]
-                for id in readerIDs where !readers.contains(id) { readers.append(id) }
+                let readers = readerList(readerIDs)
                 // `IS TRUE` keeps the GIN index out of the plan: a prepared statement's generic
                 // plan guesses `rperm && $n` matches 1% of rows and bitmap-scans every public row.
-                access.append("(\(column) && \(try compiler.writer.bind(.textArray(readers), as: "text[]"))) IS TRUE")
+                access.append("(" + column + " && " + (try compiler.writer.bind(.textArray(readers), as: "text[]")) + ") IS TRUE")
             case .owner(let column):
                 access.append("\(column) = ANY(\(try compiler.writer.bind(.textArray(readerIDs.filter { $0 != "*" }), as: "text[]")))")
             }
@@ -96,6 +102,13 @@ public enum QueryCompiler {
         default:
             throw .invalidQuery("where must be a JSON object")
         }
+    }
+
+    /// The ids a row's `rperm` must share one of: the public `*`, then `readerIDs` (no repeats).
+    static func readerList(_ readerIDs: [String]) -> [String] {
+        var readers = ["*"]
+        for id in readerIDs where !readers.contains(id) { readers.append(id) }
+        return readers
     }
 
     /// `order`, else nearest first for `$nearSphere`; `object_id` breaks ties so paging with

@@ -17,7 +17,7 @@ struct SQLWriter {
             break
         }
         parameters.append(value)
-        return "$\(parameters.count)::\(cast)"
+        return "$" + String(parameters.count) + "::" + cast
     }
 
     /// `$n::jsonb` holding `value` serialized.

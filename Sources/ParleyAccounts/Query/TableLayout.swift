@@ -44,25 +44,60 @@ public struct TableLayout: Sendable, Equatable {
     }
 
     /// The Parse class name (`_User`, `GameScore`).
-    public let className: String
-    public let table: String
+    public var className: String { storage.className }
+    public var table: String { storage.table }
     /// `class_name` for the shared `objects` table: adds `class_name = <className>`.
-    public let classColumn: String?
+    public var classColumn: String? { storage.classColumn }
     /// Typed columns other than `object_id`, `created_at`, `updated_at` (which every table has).
     /// They are selected after the standard columns, in this order.
-    public let columns: [Column]
+    public var columns: [Column] { storage.columns }
     /// The jsonb column holding custom fields; nil when the class has none (sessions).
-    public let dataColumn: String?
+    public var dataColumn: String? { storage.dataColumn }
     /// The jsonb column holding the ACL as given; nil when the class has none (sessions).
-    public let aclColumn: String?
-    public let readAccess: ReadAccess
+    public var aclColumn: String? { storage.aclColumn }
+    public var readAccess: ReadAccess { storage.readAccess }
     /// The `earth` column mirroring the class's one GeoPoint field; nil when geo queries are not
     /// possible.
-    public let geoColumn: String?
+    public var geoColumn: String? { storage.geoColumn }
     /// Fields only the master key may query or sort on (119 otherwise).
-    public let masterOnlyFields: Set<String>
+    public var masterOnlyFields: Set<String> { storage.masterOnlyFields }
     /// Fields nobody may query or sort on (102): secrets and internal state.
-    public let hiddenFields: Set<String>
+    public var hiddenFields: Set<String> { storage.hiddenFields }
+    /// The columns every SELECT returns, in order, when `keys` is not given.
+    var selectList: String { storage.selectList }
+
+    /// Every property in one immutable object: a layout is copied along every query, and a copy
+    /// then retains one reference instead of ten (atomically, on objects both loops share).
+    private final class Storage: Sendable {
+        let className: String
+        let table: String
+        let classColumn: String?
+        let columns: [Column]
+        let dataColumn: String?
+        let aclColumn: String?
+        let readAccess: ReadAccess
+        let geoColumn: String?
+        let masterOnlyFields: Set<String>
+        let hiddenFields: Set<String>
+        let selectList: String
+
+        init(className: String, table: String, classColumn: String?, columns: [Column], dataColumn: String?, aclColumn: String?,
+             readAccess: ReadAccess, geoColumn: String?, masterOnlyFields: Set<String>, hiddenFields: Set<String>, selectList: String) {
+            self.className = className
+            self.table = table
+            self.classColumn = classColumn
+            self.columns = columns
+            self.dataColumn = dataColumn
+            self.aclColumn = aclColumn
+            self.readAccess = readAccess
+            self.geoColumn = geoColumn
+            self.masterOnlyFields = masterOnlyFields
+            self.hiddenFields = hiddenFields
+            self.selectList = selectList
+        }
+    }
+
+    private let storage: Storage
 
     public init(className: String, table: String, classColumn: String? = nil, columns: [Column], dataColumn: String?,
                 aclColumn: String?, readAccess: ReadAccess, geoColumn: String?, masterOnlyFields: Set<String> = [],
@@ -74,25 +109,23 @@ public struct TableLayout: Sendable, Equatable {
         case .permissions(let column), .owner(let column):
             precondition(Self.isIdentifier(column), "\(column) is not a plain SQL identifier")
         }
-        self.className = className
-        self.table = table
-        self.classColumn = classColumn
-        self.columns = columns
-        self.dataColumn = dataColumn
-        self.aclColumn = aclColumn
-        self.readAccess = readAccess
-        self.geoColumn = geoColumn
-        self.masterOnlyFields = masterOnlyFields
-        self.hiddenFields = hiddenFields
         var select = ["object_id", "created_at", "updated_at"]
         select.append(aclColumn.map { $0 == "acl" ? $0 : "\($0) AS acl" } ?? "NULL::jsonb AS acl")
         select.append(dataColumn.map { $0 == "data" ? $0 : "\($0) AS data" } ?? "'{}'::jsonb AS data")
         select.append(contentsOf: columns.map(\.column))
-        selectList = select.joined(separator: ", ")
+        storage = Storage(
+            className: className, table: table, classColumn: classColumn, columns: columns, dataColumn: dataColumn,
+            aclColumn: aclColumn, readAccess: readAccess, geoColumn: geoColumn, masterOnlyFields: masterOnlyFields,
+            hiddenFields: hiddenFields, selectList: select.joined(separator: ", "))
     }
 
-    /// The columns every SELECT returns, in order, when `keys` is not given.
-    let selectList: String
+    public static func == (lhs: TableLayout, rhs: TableLayout) -> Bool {
+        lhs.storage === rhs.storage
+            || (lhs.className == rhs.className && lhs.table == rhs.table && lhs.classColumn == rhs.classColumn
+                && lhs.columns == rhs.columns && lhs.dataColumn == rhs.dataColumn && lhs.aclColumn == rhs.aclColumn
+                && lhs.readAccess == rhs.readAccess && lhs.geoColumn == rhs.geoColumn
+                && lhs.masterOnlyFields == rhs.masterOnlyFields && lhs.hiddenFields == rhs.hiddenFields)
+    }
 
     /// The typed column of a Parse field, if it has one.
     public func column(forField field: String) -> Column? {

@@ -99,15 +99,17 @@ struct WhereCompiler {
 
     /// The column or jsonb path of a field, after the layout's access rules.
     mutating func resolve(_ field: String) throws(QueryError) -> FieldTarget {
-        let path: [String]
-        if field.utf8.contains(0x2E) {
-            guard FieldPath.isValidPath(field) else { throw .invalidQuery("invalid field name: \(field)") }
-            path = field.split(separator: ".").map(String.init)
+        let path: [String]?
+        let head: String
+        if FieldPath.isValidName(field) {
+            path = nil
+            head = field
         } else {
-            guard FieldPath.isValidName(field) else { throw .invalidQuery("invalid field name: \(field)") }
-            path = [field]
+            guard FieldPath.isValidPath(field) else { throw .invalidQuery("invalid field name: \(field)") }
+            let segments = field.split(separator: ".").map(String.init)
+            path = segments
+            head = segments[0]
         }
-        let head = path[0]
         if head == "ACL" || layout.hiddenFields.contains(head) {
             throw .invalidQuery("\(head) cannot be queried on \(layout.className)")
         }
@@ -121,13 +123,13 @@ struct WhereCompiler {
         default: layout.column(forField: head).map { ($0.column, $0.type) }
         }
         if let (column, type) = standard {
-            guard path.count == 1 else { throw .invalidQuery("\(head) has no subfields to query (\(field))") }
+            guard path == nil else { throw .invalidQuery("\(head) has no subfields to query (\(field))") }
             return .column(sql: column, type: type)
         }
         guard layout.dataColumn != nil else {
             throw .invalidQuery("\(layout.className) has no field \(head)")
         }
-        return .custom(path: path)
+        return .custom(path: path ?? [field])
     }
 
     /// `(data -> $n::text)` or `(data #> $n::text[])`. The key is bound on first use, so a
@@ -135,7 +137,7 @@ struct WhereCompiler {
     mutating func expression(_ path: [String]) throws(QueryError) -> String {
         let data = layout.dataColumn ?? "data"
         let key = try writer.bindKey(path)
-        return path.count == 1 ? "(\(data) -> \(key))" : "(\(data) #> \(key))"
+        return "(" + data + (path.count == 1 ? " -> " : " #> ") + key + ")"
     }
 
     // MARK: - Constraints
@@ -217,14 +219,14 @@ struct WhereCompiler {
             guard let (parameter, _) = try columnValue(operand, type: type) else {
                 return operand == .null ? "\(column) IS NULL" : "FALSE"
             }
-            return "\(column) = \(parameter)"
+            return column + " = " + parameter
         case .custom(let path):
             let t = try expression(path)
             switch operand {
             case .null:
                 return try presence(false, of: target)
             case .scalar(let value):
-                return "\(t) @> \(try writer.bindJSON(value))"
+                return t + " @> " + (try writer.bindJSON(value))
             case .typed(let value):
                 let parameter = try writer.bindJSON(value)
                 return "(\(t) @> \(parameter) OR \(t) @> jsonb_build_array(\(parameter)))"
