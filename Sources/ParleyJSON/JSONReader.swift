@@ -83,21 +83,8 @@ struct JSONReader {
                     frames.append(Frame(isObject: false, valueStart: values.count, keyStart: keys.count))
                     continue parsing
                 }
-            case UInt8(ascii: "\""):
-                value = .string(try parseString())
-            case UInt8(ascii: "t"):
-                try expectLiteral("true")
-                value = .bool(true)
-            case UInt8(ascii: "f"):
-                try expectLiteral("false")
-                value = .bool(false)
-            case UInt8(ascii: "n"):
-                try expectLiteral("null")
-                value = .null
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                value = try parseNumber()
             default:
-                throw unexpected(at: offset)
+                value = try parseScalar()
             }
 
             // Hand the finished value to its container; close every container that ends here.
@@ -162,25 +149,9 @@ struct JSONReader {
                 let key = try parseKey()
                 skipWhitespace()
                 guard offset < end else { break }
-                let value: JSONValue
-                switch byte(offset) {
-                case UInt8(ascii: "\""):
-                    value = .string(try parseString())
-                case UInt8(ascii: "t"):
-                    try expectLiteral("true")
-                    value = .bool(true)
-                case UInt8(ascii: "f"):
-                    try expectLiteral("false")
-                    value = .bool(false)
-                case UInt8(ascii: "n"):
-                    try expectLiteral("null")
-                    value = .null
-                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    value = try parseNumber()
-                default:
-                    offset = start
-                    return nil
-                }
+                let first = byte(offset)
+                guard first != UInt8(ascii: "{"), first != UInt8(ascii: "[") else { break }
+                let value = try parseScalar()
                 object.updateValue(value, forKey: key)
                 skipWhitespace()
                 guard offset < end else { break }
@@ -192,6 +163,27 @@ struct JSONReader {
         } catch {}
         offset = start
         return nil
+    }
+
+    /// A string, number, `true`, `false` or `null` at the cursor.
+    private mutating func parseScalar() throws(JSONError) -> JSONValue {
+        switch byte(offset) {
+        case UInt8(ascii: "\""):
+            return .string(try parseString())
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return try parseNumber()
+        default:
+            throw unexpected(at: offset)
+        }
     }
 
     /// Parses `"key" :` and leaves the cursor after the colon.
@@ -236,7 +228,7 @@ struct JSONReader {
         var runStart = index
         var hasEscapes = false
         while true {
-            while index + 8 <= end && !Self.wordNeedsAttention(base.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+            while index + 8 <= end && !JSONWordScan.needsAttention(base.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
                 index += 8
             }
             guard index < end else {
@@ -268,19 +260,6 @@ struct JSONReader {
                 index = try endOfUTF8Sequence(at: index)
             }
         }
-    }
-
-    /// Whether any of eight bytes is a quote, a backslash, a control character or non-ASCII.
-    @inline(__always)
-    private static func wordNeedsAttention(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        let quotes = word ^ (ones &* 0x22)
-        let backslashes = word ^ (ones &* 0x5C)
-        let hasQuote = (quotes &- ones) & ~quotes
-        let hasBackslash = (backslashes &- ones) & ~backslashes
-        let hasControl = (word &- ones &* 0x20) & ~word
-        return ((hasQuote | hasBackslash | hasControl) & highBits) | (word & highBits) != 0
     }
 
     /// Appends the character of the escape at `index` (a backslash) and returns the next index.

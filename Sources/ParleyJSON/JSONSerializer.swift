@@ -91,7 +91,7 @@ enum JSONSerializer {
             var index = 0
             while index < count {
                 // Most strings need no escape at all: skip them eight bytes at a time.
-                while index + 8 <= count && !wordNeedsEscape(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
+                while index + 8 <= count && !JSONWordScan.needsEscape(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
                     index += 8
                 }
                 guard index < count else { break }
@@ -126,18 +126,5 @@ enum JSONSerializer {
             bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: count - runStart))
         }
         bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// Whether any of the eight bytes is a quote, a backslash or a control character (exact:
-    /// the usual "has byte less than / equal to" bit tricks, which never miss one).
-    private static func wordNeedsEscape(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        let quotes = word ^ (ones &* 0x22)
-        let backslashes = word ^ (ones &* 0x5C)
-        let hasQuote = (quotes &- ones) & ~quotes
-        let hasBackslash = (backslashes &- ones) & ~backslashes
-        let hasControl = (word &- ones &* 0x20) & ~word
-        return (hasQuote | hasBackslash | hasControl) & highBits != 0
     }
 }

@@ -1,21 +1,10 @@
+import ParleyPostgres
+
 /// PostgreSQL one-dimensional array literals (parameters) and array output (results), text format.
 enum SQLArray {
-    /// `{"a","b\"c"}`: every element quoted, `"` and `\` escaped. Works on UTF-8 bytes (fast for long texts).
+    /// `{"a","b\"c"}`: every element quoted, `"` and `\` escaped.
     static func literal<S: Sequence>(_ items: S) -> String where S.Element == String {
-        var out: [UInt8] = [UInt8(ascii: "{")]
-        var first = true
-        for item in items {
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            out.append(UInt8(ascii: "\""))
-            for byte in item.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
-                out.append(byte)
-            }
-            out.append(UInt8(ascii: "\""))
-        }
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
+        PostgresText.arrayLiteral(Array(items))
     }
 
     /// `{1,2,3}`.
