@@ -23,6 +23,24 @@ final class CallNodeRoutingTests: XCTestCase {
                                                                 configuration: Self.configuration))
     }
 
+    /// Alice on node A calls Bob, whose phone on node B answers and then loses its connection.
+    static func callAnsweredOnNodeBThenLost(_ prefix: String) async throws -> (CallTestDatabase, Node, Node, [(String, JSONValue)]) {
+        let database = try await CallTestDatabase(prefix: prefix, threads: 2)
+        for user in [H.alice.userId, H.bobPhone.userId] { try await database.addUser(user) }
+        let a = Self.node("node-a", database), b = Self.node("node-b", database)
+        a.transport.link("node-b", transport: b.transport, service: b.service)
+        b.transport.link("node-a", transport: a.transport, service: a.service)
+        a.transport.connect(H.alice)
+        a.transport.addOfflineDevice(H.bobPhone)
+        b.transport.connect(H.bobPhone)
+        let id: [(String, JSONValue)] = [("callId", .string(CallServiceTests.newCallId()))]
+        Self.expect(await Self.send(a, H.alice, "call.invite", id + [("to", .string(H.bobPhone.userId)), ("sdp", "offer")]), "ok")
+        Self.expect(await Self.send(b, H.bobPhone, "call.answer", id + [("sdp", "answer")]), "ok")
+        b.transport.disconnect(H.bobPhone)
+        b.service.deviceDisconnected(H.bobPhone)
+        return (database, a, b, id)
+    }
+
     static func send(_ node: Node, _ device: CallDevice, _ type: String, _ fields: [(String, JSONValue)]) async -> Result<JSONObject, CallError> {
         let object = JSONObject([("type", .string(type))] + fields)
         return await withCheckedContinuation { continuation in
@@ -93,20 +111,7 @@ final class CallNodeRoutingTests: XCTestCase {
     }
 
     func testAnsweringDeviceLostOnAnotherNodeEndsTheCallInactive() async throws {
-        let database = try await CallTestDatabase(prefix: "nodeslost", threads: 2)
-        for user in [H.alice.userId, H.bobPhone.userId] { try await database.addUser(user) }
-        let a = Self.node("node-a", database), b = Self.node("node-b", database)
-        a.transport.link("node-b", transport: b.transport, service: b.service)
-        b.transport.link("node-a", transport: a.transport, service: a.service)
-        a.transport.connect(H.alice)
-        a.transport.addOfflineDevice(H.bobPhone)
-        b.transport.connect(H.bobPhone)
-        let callId = CallServiceTests.newCallId()
-        let id: [(String, JSONValue)] = [("callId", .string(callId))]
-        Self.expect(await Self.send(a, H.alice, "call.invite", id + [("to", .string(H.bobPhone.userId)), ("sdp", "offer")]), "ok")
-        Self.expect(await Self.send(b, H.bobPhone, "call.answer", id + [("sdp", "answer")]), "ok")
-        b.transport.disconnect(H.bobPhone)
-        b.service.deviceDisconnected(H.bobPhone)
+        let (database, a, b, id) = try await Self.callAnsweredOnNodeBThenLost("nodeslost")
         let ended = await a.transport.waitFor(H.alice, timeout: .seconds(5)) { $0["type"]?.string == "call.ended" }
         XCTAssertEqual(ended?["endCause"], "inactive")
         await database.shutdown()
@@ -115,20 +120,7 @@ final class CallNodeRoutingTests: XCTestCase {
     /// A party's device that connects to its node again within the grace period, without
     /// sending any call frame, keeps the call owned by another node.
     func testAnsweringDeviceBackOnAnotherNodeKeepsTheCall() async throws {
-        let database = try await CallTestDatabase(prefix: "nodesback", threads: 2)
-        for user in [H.alice.userId, H.bobPhone.userId] { try await database.addUser(user) }
-        let a = Self.node("node-a", database), b = Self.node("node-b", database)
-        a.transport.link("node-b", transport: b.transport, service: b.service)
-        b.transport.link("node-a", transport: a.transport, service: a.service)
-        a.transport.connect(H.alice)
-        a.transport.addOfflineDevice(H.bobPhone)
-        b.transport.connect(H.bobPhone)
-        let callId = CallServiceTests.newCallId()
-        let id: [(String, JSONValue)] = [("callId", .string(callId))]
-        Self.expect(await Self.send(a, H.alice, "call.invite", id + [("to", .string(H.bobPhone.userId)), ("sdp", "offer")]), "ok")
-        Self.expect(await Self.send(b, H.bobPhone, "call.answer", id + [("sdp", "answer")]), "ok")
-        b.transport.disconnect(H.bobPhone)
-        b.service.deviceDisconnected(H.bobPhone)
+        let (database, a, b, id) = try await Self.callAnsweredOnNodeBThenLost("nodesback")
         try await Task.sleep(for: .milliseconds(100))
         b.transport.connect(H.bobPhone)
         b.service.deviceConnected(H.bobPhone)
