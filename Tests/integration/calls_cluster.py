@@ -136,7 +136,8 @@ async def cross_node_call(node_a, node_b, users):
     log("hang up from node B: hungUp with details on both sides: ok")
 
 
-async def remote_party_lost(node_a, node_b, users):
+async def call_answered_on_node_b_then_dropped(node_a, node_b, users):
+    """Alice on node A calls Bob; Bob's phone on node B answers, then its connection drops."""
     (alice, alice_token), (bob, bob_token), _ = users
     a1 = await CallClient.connect(node_a.ws_url, alice_token, "alice-phone")
     b_remote = await CallClient.connect(node_b.ws_url, bob_token, "bob-phone")
@@ -147,6 +148,11 @@ async def remote_party_lost(node_a, node_b, users):
     ok(await b_remote.call("answer", call_id, sdp="v=0 answer"), "answer on node B")
     await a1.next_event("call.answered", call_id)
     b_remote.drop()
+    return a1, call_id, bob_token
+
+
+async def remote_party_lost(node_a, node_b, users):
+    a1, call_id, _ = await call_answered_on_node_b_then_dropped(node_a, node_b, users)
     ended = await a1.next_event("call.ended", call_id, timeout=GRACE + 15)
     check(ended["endCause"] == "inactive", f"the owner learnt the loss on node B: {ended}")
     await a1.close()
@@ -154,16 +160,7 @@ async def remote_party_lost(node_a, node_b, users):
 
 
 async def remote_party_back(node_a, node_b, users):
-    (alice, alice_token), (bob, bob_token), _ = users
-    a1 = await CallClient.connect(node_a.ws_url, alice_token, "alice-phone")
-    b_remote = await CallClient.connect(node_b.ws_url, bob_token, "bob-phone")
-    call_id = new_call_id()
-    ok(await a1.call("invite", call_id, to=bob, video=False, sdp="v=0 offer"), "invite")
-    await b_remote.next_event("call.incoming", call_id)
-    await b_remote.ack()
-    ok(await b_remote.call("answer", call_id, sdp="v=0 answer"), "answer on node B")
-    await a1.next_event("call.answered", call_id)
-    b_remote.drop()
+    a1, call_id, bob_token = await call_answered_on_node_b_then_dropped(node_a, node_b, users)
     await asyncio.sleep(GRACE / 4)
     b_remote = await CallClient.connect(node_b.ws_url, bob_token, "bob-phone")
     await asyncio.sleep(GRACE + 1)
