@@ -27,12 +27,14 @@ public final class TestPostgres: Sendable {
     }
 
     private static func start() -> Result<TestPostgres, EmbeddedPostgresError> {
+        stopClustersOfDeadProcesses()
         var template = Array("/tmp/parley-test-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             return .failure(.fileSystem(FileSystemError(call: "mkdtemp", path: "/tmp/parley-test-XXXXXX", errno: errno)))
         }
         let directory = String(cString: made)
         chmod(directory, 0o755)
+        try? "\(getpid())\n".write(toFile: directory + "/" + ownerFile, atomically: true, encoding: .utf8)
         let port = FreePort.next()
         let cluster = EmbeddedPostgres(configuration: .init(
             dataDirectory: directory,
@@ -55,6 +57,32 @@ public final class TestPostgres: Sendable {
             }
         }
         return .success(TestPostgres(cluster: cluster, directory: directory, port: port))
+    }
+
+    /// Names the test process that owns a cluster directory.
+    private static let ownerFile = "owner.pid"
+
+    /// Stops and removes the clusters of earlier test processes that died without their exit
+    /// handler (a crash, SIGKILL): otherwise each leaves a running PostgreSQL behind.
+    private static func stopClustersOfDeadProcesses() {
+        let files = FileManager.default
+        guard let names = try? files.contentsOfDirectory(atPath: "/tmp") else { return }
+        for name in names where name.hasPrefix("parley-test-") {
+            let directory = "/tmp/" + name
+            guard let text = try? String(contentsOfFile: directory + "/" + ownerFile, encoding: .utf8),
+                  let owner = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+                  kill(owner, 0) != 0, errno == ESRCH
+            else { continue }
+            // An immediate shutdown (SIGQUIT to the postmaster): the data is throwaway.
+            let pgData = EmbeddedPostgres(configuration: .init(dataDirectory: directory, databaseName: "postgres",
+                                                               listen: .tcp(host: "127.0.0.1", port: 1))).pgData
+            if let pidFile = try? String(contentsOfFile: pgData + "/postmaster.pid", encoding: .utf8),
+               let line = pidFile.split(separator: "\n").first, let postmaster = Int32(line), postmaster > 0,
+               kill(postmaster, SIGQUIT) == 0 {
+                for _ in 0..<100 where kill(postmaster, 0) == 0 { usleep(20_000) }
+            }
+            try? files.removeItem(atPath: directory)
+        }
     }
 
     /// A connection string for `database` on the test cluster.
