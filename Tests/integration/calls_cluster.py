@@ -16,7 +16,8 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from calls_support import CallClient, ParleyServer, TempPostgres, check, create_users, log, new_call_id, run  # noqa: E402
+from calls_support import CallClient, check, create_users, log, new_call_id, run
+from realtime_support import run_on_nodes  # noqa: E402
 
 GRACE = 1.0
 DETAIL_FIELDS = ("startedAt", "progressedAt", "rungAt", "answeredAt", "establishedAt", "endedAt", "endCause", "error", "video",
@@ -32,24 +33,14 @@ def error(reply, code, what):
 
 
 async def main():
-    postgres = TempPostgres()
-    url = postgres.create_database("ccluster")
-    options = ["--call-grace-period", f"{int(GRACE * 1000)}ms"]
-    node_a = ParleyServer(url, extra=options).start()
-    node_b = ParleyServer(url, extra=options).start()
-    try:
-        users = create_users(postgres, "ccluster", "k", 3)
-        await cross_node_call(node_a, node_b, users)
-        await remote_party_lost(node_a, node_b, users)
-        await remote_party_back(node_a, node_b, users)
-    except BaseException:
-        log("--- node A log\n" + node_a.log())
-        log("--- node B log\n" + node_b.log())
-        raise
-    finally:
-        node_a.stop()
-        node_b.stop()
-        postgres.stop()
+    await run_on_nodes(scenario, "ccluster", nodes=2, extra=["--call-grace-period", f"{int(GRACE * 1000)}ms"])
+
+
+async def scenario(postgres, node_a, node_b):
+    users = create_users(postgres, "ccluster", "k", 3)
+    await cross_node_call(node_a, node_b, users)
+    await remote_party_lost(node_a, node_b, users)
+    await remote_party_back(node_a, node_b, users)
 
 
 async def cross_node_call(node_a, node_b, users):

@@ -10,24 +10,11 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import Client, ParleyServer, TempPostgres, check, create_users, log, run  # noqa: E402
+from realtime_support import Client, check, create_users, log, run, run_on_nodes  # noqa: E402
 
 
 async def main():
-    postgres = TempPostgres()
-    url = postgres.create_database("rt")
-    node_a = ParleyServer(url).start()
-    node_b = ParleyServer(url).start()
-    try:
-        await scenario(postgres, node_a, node_b)
-    except BaseException:
-        log("--- node A log\n" + node_a.log())
-        log("--- node B log\n" + node_b.log())
-        raise
-    finally:
-        node_a.stop()
-        node_b.stop()
-        postgres.stop()
+    await run_on_nodes(scenario, "rt", nodes=2)
 
 
 async def scenario(postgres, node_a, node_b):

@@ -12,7 +12,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import ParleyServer, TempPostgres, check, create_users, log, run  # noqa: E402
+from realtime_support import check, create_users, log, run, run_on_nodes  # noqa: E402
 
 import websockets  # noqa: E402
 
@@ -115,17 +115,7 @@ async def send_all(url, token, receiver_id, acknowledged, kill_at, server, clien
 
 
 async def main():
-    postgres = TempPostgres()
-    url = postgres.create_database("rt")
-    server = ParleyServer(url, extra=["--realtime-send-rate", "100000", "--realtime-send-burst", "100000"]).start()
-    try:
-        await scenario(postgres, server)
-    except BaseException:
-        log(server.log())
-        raise
-    finally:
-        server.stop()
-        postgres.stop()
+    await run_on_nodes(scenario, "rt", extra=["--realtime-send-rate", "100000", "--realtime-send-burst", "100000"])
 
 
 async def scenario(postgres, server):

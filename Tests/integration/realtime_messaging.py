@@ -10,7 +10,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import Client, ParleyServer, TempPostgres, check, create_users, log, run  # noqa: E402
+from realtime_support import Client, check, create_users, log, run, run_on_nodes  # noqa: E402
 
 import websockets  # noqa: E402
 
@@ -29,17 +29,7 @@ async def expect_close(ws, code, send=None):
 
 
 async def main():
-    postgres = TempPostgres()
-    url = postgres.create_database("rt")
-    server = ParleyServer(url, extra=["--realtime-hello-timeout", "2s"]).start()
-    try:
-        await scenario(postgres, server)
-    except BaseException:
-        log(server.log())
-        raise
-    finally:
-        server.stop()
-        postgres.stop()
+    await run_on_nodes(scenario, "rt", extra=["--realtime-hello-timeout", "2s"])
 
 
 async def scenario(postgres, server):

@@ -310,6 +310,27 @@ def check(condition, message):
         raise AssertionError(message)
 
 
+async def run_on_nodes(scenario, database, nodes=1, extra=()):
+    """Starts a PostgreSQL cluster, creates `database` and starts `nodes` servers on it, then
+    awaits `scenario(postgres, *servers)`; prints every server's log if it fails; stops all."""
+    postgres = TempPostgres()
+    servers = []
+    try:
+        url = postgres.create_database(database)
+        for _ in range(nodes):
+            servers.append(ParleyServer(url, extra=list(extra)).start())
+        try:
+            await scenario(postgres, *servers)
+        except BaseException:
+            for index, server in enumerate(servers):
+                log(f"--- node {chr(ord('A') + index)} log\n" + server.log())
+            raise
+    finally:
+        for server in servers:
+            server.stop()
+        postgres.stop()
+
+
 def run(main):
     """Runs an async test entry point; prints the server log on failure."""
     try:
