@@ -43,3 +43,30 @@ parley_compose_bin() {
     done
     return 1
 }
+
+# Runs a benchmark driver for a bench/*/run.sh: `parley_run_bench_driver HELP_LINES DRIVER.py
+# [--no-build] [driver options…]` builds the release binary unless --no-build (-h prints the
+# calling script's HELP_LINES, a sed range such as 2,6p), then runs DRIVER.py with the venv's
+# Python (python3 without one) and PARLEY_BIN set.
+parley_run_bench_driver() {
+    local help_lines="$1" driver="$2" build=1 argument python
+    shift 2
+    local arguments=()
+    for argument in "$@"; do
+        case "$argument" in
+            --no-build) build=0 ;;
+            -h | --help) sed -n "$help_lines" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+            *) arguments+=("$argument") ;;
+        esac
+    done
+    cd "$PARLEY_ROOT"
+    parley_use_swift
+    parley_use_postgres
+    if [ "$build" -eq 1 ]; then
+        log "building (release)"
+        swift build -c release --product parley >/dev/null
+    fi
+    python="$PARLEY_VENV/bin/python"
+    [ -x "$python" ] || python=python3
+    PARLEY_BIN="${PARLEY_BIN:-$PARLEY_ROOT/.build/release/parley}" "$python" "$driver" "${arguments[@]+"${arguments[@]}"}"
+}

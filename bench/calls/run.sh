@@ -14,21 +14,4 @@ PARLEY_SCRIPT=bench-calls
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
-build=1
-arguments=()
-for argument in "$@"; do
-    case "$argument" in
-        --no-build) build=0 ;;
-        -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) arguments+=("$argument") ;;
-    esac
-done
-
-cd "$PARLEY_ROOT"
-parley_use_swift
-parley_use_postgres
-[ -x "$PARLEY_VENV/bin/python" ] || die "no venv at $PARLEY_VENV: run scripts/setup.sh"
-if [ "$build" -eq 1 ]; then
-    swift build -c release --product parley
-fi
-PARLEY_BIN="$PARLEY_ROOT/.build/release/parley" exec "$PARLEY_VENV/bin/python" bench/calls/run.py "${arguments[@]+"${arguments[@]}"}"
+parley_run_bench_driver 2,11p bench/calls/run.py "$@"
