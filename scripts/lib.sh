@@ -70,3 +70,13 @@ parley_run_bench_driver() {
     [ -x "$python" ] || python=python3
     PARLEY_BIN="${PARLEY_BIN:-$PARLEY_ROOT/.build/release/parley}" "$python" "$driver" "${arguments[@]+"${arguments[@]}"}"
 }
+
+# Prints the whole number in the environment variable NAME (DEFAULT when unset), or dies unless it
+# is in MIN..MAX: `rounds=$(parley_int_setting BENCH_ROUNDS 3 1 10)`.
+parley_int_setting() {
+    local name="$1" value="${!1:-$2}"
+    if ! [[ "$value" =~ ^[0-9]+$ ]] || [ "$value" -lt "$3" ] || [ "$value" -gt "$4" ]; then
+        die "$name must be $3-$4"
+    fi
+    printf '%s' "$value"
+}

@@ -15,10 +15,8 @@ for argument in "$@"; do
     esac
 done
 
-duration="${BENCH_DURATION:-10}"
-rounds="${BENCH_ROUNDS:-3}"
-if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ] || [ "$duration" -gt 60 ]; then die "BENCH_DURATION must be 1-60"; fi
-if ! [[ "$rounds" =~ ^[0-9]+$ ]] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10 ]; then die "BENCH_ROUNDS must be 1-10"; fi
+duration=$(parley_int_setting BENCH_DURATION 10 1 60)
+rounds=$(parley_int_setting BENCH_ROUNDS 3 1 10)
 
 cd "$PARLEY_ROOT" || exit 1
 parley_use_swift

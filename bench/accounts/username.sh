@@ -49,14 +49,9 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-rounds="${BENCH_ROUNDS:-3}"
-duration="${BENCH_DURATION:-10}"
-connections="${BENCH_CONNECTIONS:-16}"
-if ! [[ "$rounds" =~ ^[0-9]+$ ]] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10 ]; then die "BENCH_ROUNDS must be 1-10"; fi
-if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ] || [ "$duration" -gt 60 ]; then die "BENCH_DURATION must be 1-60"; fi
-if ! [[ "$connections" =~ ^[0-9]+$ ]] || [ "$connections" -lt 1 ] || [ "$connections" -gt 128 ]; then
-    die "BENCH_CONNECTIONS must be 1-128"
-fi
+rounds=$(parley_int_setting BENCH_ROUNDS 3 1 10)
+duration=$(parley_int_setting BENCH_DURATION 10 1 60)
+connections=$(parley_int_setting BENCH_CONNECTIONS 16 1 128)
 if [ "$mode" = external ] && [ -z "$external_database" ]; then die "--url needs --database-url (for pgbench and seeding)"; fi
 
 cd "$PARLEY_ROOT"

@@ -32,14 +32,8 @@ for argument in "$@"; do
     esac
 done
 
-rounds="${BENCH_ROUNDS:-2}"
-duration="${BENCH_DURATION:-5}"
-if ! [[ "$rounds" =~ ^[0-9]+$ ]] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10 ]; then
-    die "BENCH_ROUNDS must be 1-10"
-fi
-if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ] || [ "$duration" -gt 60 ]; then
-    die "BENCH_DURATION must be 1-60"
-fi
+rounds=$(parley_int_setting BENCH_ROUNDS 2 1 10)
+duration=$(parley_int_setting BENCH_DURATION 5 1 60)
 
 cd "$PARLEY_ROOT"
 parley_use_swift
