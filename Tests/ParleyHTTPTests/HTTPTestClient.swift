@@ -132,6 +132,13 @@ final class HTTPTestClient: @unchecked Sendable {
         }
     }
 
+    /// Everything the server sends from now until it closes (or the read timeout passes).
+    func readUntilClosed() -> String {
+        while (try? fill()) == true {}
+        defer { buffer.removeAll() }
+        return String(decoding: buffer, as: UTF8.self)
+    }
+
     /// Whether the server closed within `seconds`, discarding anything it still sends.
     func closedWithin(seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)

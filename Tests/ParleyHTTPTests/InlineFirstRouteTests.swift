@@ -41,14 +41,7 @@ final class InlineFirstRouteTests: XCTestCase {
     private func exchange(_ requests: String) throws -> String {
         let client = try HTTPTestClient(port: server.port, timeoutSeconds: 5)
         try client.send(requests)
-        var received: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { break }
-            received += chunk[0..<count]
-        }
-        return String(decoding: received, as: UTF8.self)
+        return client.readUntilClosed()
     }
 
     func testInlineAnswerSkipsMiddlewareAndFallbackRunsThroughIt() throws {
