@@ -13,8 +13,12 @@ final class CallEntry: @unchecked Sendable {
     /// The caller's offer, for `call.incoming`.
     let sdp: String
     let calleeExists: Bool
-    /// The callee's devices when the call was stored.
-    let calleeDevices: [String]
+    /// The callee's devices, read when the call was stored (nil until then).
+    var calleeDevices: [String]?
+    /// The expiry `call.incoming` was offered with (nil before the offer).
+    var offerExpiresAt: Int64?
+    /// Whether the call's row is written yet (writes wait for it), or belongs to another call.
+    var row: Row = .stored
     /// Whether the call holds one of the callee's concurrent-call slots (else it ends busy).
     let calleeSlot: Bool
     /// Event-loop timers of the armed call timers.
@@ -34,6 +38,14 @@ final class CallEntry: @unchecked Sendable {
     var calleeEvents: [CalleeEvent] = []
     var calleeEventsDraining = false
 
+    enum Row {
+        /// The insert is in flight: writes wait for it (`dirty`).
+        case storing
+        case stored
+        /// The insert found the id taken, or failed: this call writes nothing.
+        case notOurs
+    }
+
     struct CalleeEvent {
         var frame: JSONObject
         var devices: [String]
@@ -42,7 +54,7 @@ final class CallEntry: @unchecked Sendable {
         var completion: ((Result<Int, any Error>) -> Void)?
     }
 
-    init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool, calleeDevices: [String],
+    init(loop: EventLoop, machine: CallStateMachine, headers: JSONObject, sdp: String, calleeExists: Bool, calleeDevices: [String]?,
          calleeSlot: Bool, liveOffered: Int) {
         self.loop = loop
         self.machine = machine

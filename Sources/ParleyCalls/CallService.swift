@@ -101,46 +101,24 @@ public final class CallService: Sendable {
             CallFrames.incoming(callId: invite.callId, from: device.userId, video: invite.video, sdp: invite.sdp,
                                 headers: invite.headers, expiresAt: machine.expiresAt),
             of: invite.to, except: nil) : 0
-        let key = CallDirectory.key(invite.callId)
-        if callLoop.loop.inEventLoop {
-            callLoop.beginStoring(key)
-        } else {
-            callLoop.loop.execute { callLoop.beginStoring(key) }
-        }
-        Task(executorPreference: callLoop.loop) { [self] in
-            let insertion: CallStore.Insertion
-            let calleeDevices: [String]?
-            if store.readsCalleeDevices {
-                // The callee's devices come with the insert (one statement).
-                do {
-                    insertion = try await store.insert(record)
-                } catch {
-                    logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
-                    return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
-                }
-                calleeDevices = insertion.calleeDevices
-            } else {
-                // The callee's devices are read while the call is stored (one round trip for both).
-                async let devices = transport.devices(of: invite.to)
-                do {
-                    insertion = try await store.insert(record)
-                } catch {
-                    logger.error("storing a call failed", [("callId", invite.callId), ("error", "\(error)")])
-                    _ = try? await devices
-                    return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .unavailable, on: callLoop, respond: respond)
-                }
-                do {
-                    calleeDevices = try await devices
-                } catch {
-                    logger.error("reading the callee's devices failed", [("callId", invite.callId), ("error", "\(error)")])
-                    calleeDevices = nil
-                }
+        if liveOffered > 0 {
+            // A callee device rings here: the call starts now and is stored meanwhile.
+            return onLoop(callLoop) { [self] in
+                startBeforeStoring(machine, record: record, invite: invite, liveOffered: liveOffered, on: callLoop, respond: respond)
             }
-            guard insertion.inserted else {
-                return refuse(machine, headers: invite.headers, liveOffered: liveOffered, .callExists, on: callLoop, respond: respond)
+        }
+        let key = CallDirectory.key(invite.callId)
+        onLoop(callLoop) { callLoop.beginStoring(key) }
+        Task(executorPreference: callLoop.loop) { [self] in
+            let stored: Stored
+            switch await store(record) {
+            case .failure(let error):
+                return refuse(machine, error, on: callLoop, respond: respond)
+            case .success(let result):
+                stored = result
             }
             let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp,
-                                  calleeExists: insertion.calleeExists || liveOffered > 0, calleeDevices: calleeDevices ?? [],
+                                  calleeExists: stored.calleeExists, calleeDevices: stored.calleeDevices ?? [],
                                   calleeSlot: calleeSlot, liveOffered: liveOffered)
             callLoop[entry.key] = entry
             startedCounter?.increment()
@@ -154,7 +132,7 @@ public final class CallService: Sendable {
                     process(frame.event, from: frame.device, respond: frame.respond, entry: entry, on: callLoop)
                 }
                 // Without the device list only the connections here were offered the call.
-                if calleeDevices == nil, liveOffered == 0 {
+                if stored.calleeDevices == nil {
                     apply(.failed(error: "unavailable"), to: entry, on: callLoop)
                 }
                 // The caller's connection may have gone while the call was being stored.
@@ -165,19 +143,92 @@ public final class CallService: Sendable {
         }
     }
 
-    /// An invite that could not be stored: frees its id and slots, and ends it for the callee
-    /// connections that were already ringing.
-    private func refuse(_ machine: CallStateMachine, headers: JSONObject, liveOffered: Int, _ error: CallError, on callLoop: CallLoop,
-                        respond: Respond) {
+    /// Loop thread: an invite whose callee rings on a connection here. The caller gets `ok` and
+    /// the call runs at once, so no step of the setup waits for the database; the row is
+    /// inserted meanwhile (writes wait for it), and the callee's other devices are offered the
+    /// call when the insert has read them. An id found in the table, or a failed insert, ends
+    /// the call with `failure` (`call_exists`, `unavailable`).
+    private func startBeforeStoring(_ machine: CallStateMachine, record: CallRecord, invite: CallInvite, liveOffered: Int,
+                                    on callLoop: CallLoop, respond: Respond) {
+        let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp,
+                              calleeExists: true, calleeDevices: nil, calleeSlot: true, liveOffered: liveOffered)
+        entry.row = .storing
+        callLoop[entry.key] = entry
+        startedCounter?.increment()
+        respond(.success(JSONObject([("callId", .string(invite.callId))])))
+        let actions = entry.machine.start()
+        callLoop.loop.executeLocal { [self] in run(actions, entry: entry, on: callLoop) }
+        Task(executorPreference: callLoop.loop) { [self] in
+            switch await store(record) {
+            case .failure(let error):
+                entry.row = .notOurs
+                apply(.failed(error: error.code), to: entry, on: callLoop)
+            case .success(let stored):
+                entry.row = .stored
+                if entry.dirty { persist(entry) }
+                if let devices = stored.calleeDevices {
+                    entry.calleeDevices = devices
+                    if let expiresAt = entry.offerExpiresAt { offerAway(entry, expiresAt: expiresAt, on: callLoop) }
+                }
+            }
+        }
+    }
+
+    /// What storing an invite found: whether the callee exists, and the callee's devices (nil
+    /// when they could not be read).
+    private struct Stored {
+        var calleeExists: Bool
+        var calleeDevices: [String]?
+    }
+
+    /// Inserts a new call's row (reading the callee's devices in the same round trip when the
+    /// store can): `call_exists` when the id is taken, `unavailable` when the database fails.
+    private func store(_ record: CallRecord) async -> Result<Stored, CallError> {
+        let insertion: CallStore.Insertion
+        var calleeDevices: [String]?
+        if store.readsCalleeDevices {
+            do {
+                insertion = try await store.insert(record)
+            } catch {
+                logger.error("storing a call failed", [("callId", record.callId), ("error", "\(error)")])
+                return .failure(.unavailable)
+            }
+            calleeDevices = insertion.calleeDevices
+        } else {
+            // The callee's devices are read while the call is stored (one round trip for both).
+            async let devices = transport.devices(of: record.calleeId)
+            do {
+                insertion = try await store.insert(record)
+            } catch {
+                logger.error("storing a call failed", [("callId", record.callId), ("error", "\(error)")])
+                _ = try? await devices
+                return .failure(.unavailable)
+            }
+            do {
+                calleeDevices = try await devices
+            } catch {
+                logger.error("reading the callee's devices failed", [("callId", record.callId), ("error", "\(error)")])
+            }
+        }
+        guard insertion.inserted else { return .failure(.callExists) }
+        return .success(Stored(calleeExists: insertion.calleeExists, calleeDevices: calleeDevices))
+    }
+
+    /// Runs `body` on `callLoop`'s thread: now when already there.
+    private func onLoop(_ callLoop: CallLoop, _ body: @escaping @Sendable () -> Void) {
+        if callLoop.loop.inEventLoop {
+            body()
+        } else {
+            callLoop.loop.execute(body)
+        }
+    }
+
+    /// An invite that could not be stored (before any device was offered it): frees its id and
+    /// slots and answers the caller.
+    private func refuse(_ machine: CallStateMachine, _ error: CallError, on callLoop: CallLoop, respond: Respond) {
         directory.release(callId: machine.callId, ended: false)
         for frame in callLoop.endStoring(CallDirectory.key(machine.callId)) {
             frame.respond(.failure(.callNotFound))
-        }
-        if liveOffered > 0 {
-            var ended = machine
-            _ = try? ended.handle(.failed(error: error.code), now: UTCTime.nowMilliseconds())
-            transport.sendToConnectedDevices(CallFrames.event(.ended(.failure, error: error.code), record: CallRecord(ended, headers: headers)),
-                                             of: machine.calleeId, except: nil)
         }
         respond(.failure(error))
     }
@@ -451,14 +502,22 @@ public final class CallService: Sendable {
     }
 
     /// Reports the callee's connections that got `call.incoming` at the invite, and queues it
-    /// for the callee's other devices (offline, or on another node).
+    /// for the callee's other devices (offline, or on another node) once they are known.
     private func offer(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
         guard entry.calleeExists else { return apply(.calleeUnknown, to: entry, on: callLoop) }
         guard entry.calleeSlot else { return apply(.calleeBusy, to: entry, on: callLoop) }
         if entry.liveOffered > 0 { apply(.offered(deviceCount: entry.liveOffered), to: entry, on: callLoop) }
+        entry.offerExpiresAt = expiresAt
+        if entry.calleeDevices != nil { offerAway(entry, expiresAt: expiresAt, on: callLoop) }
+    }
+
+    /// Queues `call.incoming` for the callee's devices not connected here, unless the call was
+    /// answered or ended before they were known.
+    private func offerAway(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
         let machine = entry.machine
+        guard machine.state != .ended, !machine.state.isAnswered else { return }
         let calleeId = machine.calleeId
-        let away = entry.calleeDevices.filter { !transport.isConnected(CallDevice(userId: calleeId, deviceId: $0)) }
+        let away = (entry.calleeDevices ?? []).filter { !transport.isConnected(CallDevice(userId: calleeId, deviceId: $0)) }
         guard !away.isEmpty else { return }
         entry.queuedOffered = Set(away)
         let frame = CallFrames.incoming(callId: machine.callId, from: machine.caller.userId, video: machine.details.video, sdp: entry.sdp,
@@ -548,6 +607,11 @@ public final class CallService: Sendable {
 
     /// Writes the call's record; writes requested while one is in flight collapse into one more.
     private func persist(_ entry: CallEntry) {
+        switch entry.row {
+        case .stored: break
+        case .storing: return entry.dirty = true
+        case .notOurs: return
+        }
         if entry.writing {
             entry.dirty = true
             return

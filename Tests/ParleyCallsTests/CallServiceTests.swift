@@ -513,8 +513,9 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
-    /// An id that only the database knows (an earlier run) is refused after the callee's
-    /// connections here already rang: they are told the call ended.
+    /// An id that only the database knows (an earlier run), for a call that already rang a
+    /// callee connection here: the caller had its `ok`, so the call ends for both sides with
+    /// `failure`/`call_exists`, and the earlier call's row is left as it was.
     func testDuplicateFoundOnlyInTheDatabaseEndsTheEarlyRing() async throws {
         let h = try await makeHarness("lateduplicate")
         h.transport.connect(H.alice)
@@ -522,7 +523,8 @@ final class CallServiceTests: XCTestCase {
         let callId = Self.newCallId()
         expect(await h.invite(callId), "ok")
         expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
-        _ = try await storedRecord(h, callId) { $0.state == .ended }
+        let earlier = try await storedRecord(h, callId) { $0.state == .ended }
+        XCTAssertEqual(earlier?.details.endCause, .canceled)
         let fresh = CallService(group: h.database.group, store: h.store, transport: h.transport, configuration: Self.fast)
         let invite = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
             h.loop(of: H.alice).execute {
@@ -531,12 +533,78 @@ final class CallServiceTests: XCTestCase {
                 }
             }
         }
-        expect(invite, "call_exists")
-        let endings = h.transport.received(H.bobPhone).filter { $0["type"]?.string == "call.ended" && $0["callId"]?.string == callId }
-        XCTAssertEqual(endings.last?["endCause"], "failure")
-        XCTAssertEqual(endings.last?["error"], "call_exists")
+        expect(invite, "ok", "the callee rang before the insert found the id")
+        for device in [H.alice, H.bobPhone] {
+            let ended = await h.transport.waitFor(device) {
+                $0["type"]?.string == "call.ended" && $0["callId"]?.string == callId && $0["error"]?.string == "call_exists"
+            }
+            XCTAssertEqual(ended?["endCause"], "failure", "\(device.deviceId)")
+        }
         XCTAssertEqual(fresh.activeCalls(of: H.bobPhone.userId), 0)
         XCTAssertEqual(fresh.activeCalls(of: H.alice.userId), 0)
+        try await Task.sleep(for: .milliseconds(200))
+        let after = try await h.store.find(callId)
+        XCTAssertEqual(after, earlier, "the earlier call's row is not overwritten")
+        await h.shutdown()
+    }
+
+    /// With a callee connection here, no step of the setup waits for the database: while the
+    /// insert is blocked (a lock on the table), the caller gets `ok`, the callee rings and
+    /// answers, and the caller gets `call.answered`. The callee's device that is not connected
+    /// is offered the call through its queue only if the call is still unanswered when the
+    /// insert has read the devices; and the end is written after the insert.
+    func testSetupWithACalleeConnectedHereDoesNotWaitForTheInsert() async throws {
+        let h = try await makeHarness("noinsertwait")
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        h.transport.addOfflineDevice(H.bobTablet)
+        let locker = PostgresClient(group: h.database.group, configuration: PostgresConfiguration(connectionString: h.database.connectionString))
+        locker.start()
+        try await locker.waitUntilReady()
+        let locked = AsyncStream<Void>.makeStream()
+        let release = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await locker.transaction { transaction in
+                _ = try await transaction.query("LOCK TABLE calls IN SHARE ROW EXCLUSIVE MODE")
+                locked.continuation.yield()
+                // Released by the test, or after 5 s (so a server that waits for the insert fails
+                // the test instead of hanging it).
+                let timeout = Task {
+                    try? await Task.sleep(for: .seconds(5))
+                    release.continuation.yield()
+                }
+                for await _ in release.stream { break }
+                timeout.cancel()
+            }
+        }
+        for await _ in locked.stream { break }
+
+        let callId = Self.newCallId()
+        expect(await h.invite(callId), "ok")
+        let incoming = await h.transport.waitFor(H.bobPhone, "call.incoming")
+        XCTAssertNotNil(incoming)
+        expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "v=0 answer")]), "ok")
+        let answered = await h.transport.waitFor(H.alice) { $0["type"]?.string == "call.answered" && $0["callId"]?.string == callId }
+        XCTAssertEqual(answered?["deviceId"], .string(H.bobPhone.deviceId))
+        let unstored = try await h.store.find(callId)
+        XCTAssertNil(unstored, "the insert is still blocked")
+        expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
+
+        release.continuation.yield()
+        _ = try await holder.value
+        let record = try await storedRecord(h, callId) { $0.state == .ended }
+        XCTAssertEqual(record?.details.endCause, .hungUp)
+        XCTAssertEqual(record?.answerDevice, H.bobPhone.deviceId)
+        XCTAssertFalse(h.transport.queued(H.bobTablet).contains { $0.event["callId"]?.string == callId },
+                       "a call answered before the devices were read is not offered to the others")
+
+        // Unanswered when the insert has read the devices: the device not connected gets it queued.
+        let second = Self.newCallId()
+        expect(await h.invite(second), "ok")
+        let queued = await h.transport.waitForQueued(H.bobTablet, "call.incoming")
+        XCTAssertEqual(queued?.event["callId"], .string(second))
+        expect(await h.send(H.alice, "call.hangup", [("callId", .string(second))]), "ok")
+        await locker.shutdown()
         await h.shutdown()
     }
 

@@ -298,9 +298,13 @@ static void open_connection(conn *c, int port) {
     flush(c);
 }
 
-static void poll_once(int timeout_ms) {
+/* Waits up to `timeout` seconds (0: just looks), to the microsecond: the pacing loop sleeps until
+   the next call is due instead of spinning, so the client leaves the CPU to the server. */
+static void poll_once(double timeout) {
     struct epoll_event events[256];
-    int n = epoll_wait(epfd, events, 256, timeout_ms);
+    if (timeout < 0) timeout = 0;
+    struct timespec wait = {.tv_sec = (time_t)timeout, .tv_nsec = (long)((timeout - (double)(time_t)timeout) * 1e9)};
+    int n = epoll_pwait2(epfd, events, 256, &wait, NULL);
     for (int i = 0; i < n; i++) {
         conn *c = events[i].data.ptr;
         if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) handle_readable(c);
@@ -383,7 +387,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "only %d of %d connections opened\n", open, 2 * pair_count);
             return 1;
         }
-        poll_once(10);
+        poll_once(0.01);
     }
 
     long total = call_capacity - 1, warmup_calls = (long)(rate * warmup), next = 0;
@@ -412,10 +416,10 @@ int main(int argc, char **argv) {
             next++;
         }
         double wait = start + next / rate - now_seconds();
-        poll_once(wait > 0.001 ? 1 : 0);
+        poll_once(wait);
     }
     double finish = now_seconds() + 10;
-    while (open_calls > 0 && now_seconds() < finish) poll_once(10);
+    while (open_calls > 0 && now_seconds() < finish) poll_once(0.01);
 
     double *incoming = malloc(sizeof(double) * (size_t)total), *answered = malloc(sizeof(double) * (size_t)total);
     long measured = 0;
