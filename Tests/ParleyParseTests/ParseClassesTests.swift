@@ -1,8 +1,42 @@
 import Foundation
 import ParleyTestSupport
+import Synchronization
 import XCTest
 
 final class ParseClassesTests: XCTestCase {
+    /// Equality queries of one shape arriving together (16 clients at once, two event loops
+    /// sharing the database connections) each get exactly their own rows, in their own order,
+    /// under their own ACL.
+    func testConcurrentEqualityQueriesEachGetTheirOwnRows() async throws {
+        let h = try await ParseHarness()
+        let alice = try h.signUp("alice")
+        for n in 0..<24 {
+            let acl: [String: Any] = n % 4 == 3 ? [alice.id: ["read": true, "write": true]] : ["*": ["read": true]]
+            for copy in 0..<(n % 3) {
+                _ = try h.call("POST", "/parse/classes/Card", body: ["name": "card\(n)", "copy": copy, "ACL": acl])
+            }
+        }
+        let lookups = (0..<96).map { ($0 % 24, $0 % 2 == 0) }
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 16) { worker in
+            for (index, (n, asAlice)) in lookups.enumerated() where index % 16 == worker {
+                do {
+                    let reply = try h.call("GET", "/parse/classes/Card" + query(["where": jsonText(["name": "card\(n)"]), "order": "-copy"]),
+                                           token: asAlice ? alice.token : nil)
+                    let copies = (reply["results"] as? [[String: Any]])?.compactMap { $0["name"] as? String == "card\(n)" ? $0["copy"] as? Int : -1 }
+                    let visible = n % 4 == 3 && !asAlice ? 0 : n % 3
+                    if copies != Array((0..<visible).reversed()) {
+                        failures.withLock { $0.append("card\(n) as \(asAlice ? "alice" : "anyone"): \(String(describing: copies)) \(reply.status)") }
+                    }
+                } catch {
+                    failures.withLock { $0.append("card\(n): \(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        await h.shutdown()
+    }
+
     func testObjectsCRUDTypesOpsAndACL() async throws {
         let h = try await ParseHarness()
         let alice = try h.signUp("alice")

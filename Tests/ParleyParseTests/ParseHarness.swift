@@ -78,8 +78,9 @@ final class ParseHarness: @unchecked Sendable {
             bytes = Array(try JSONSerialization.data(withJSONObject: body))
             headers.append(("Content-Type", "application/json"))
         }
+        // The client closes its socket when it goes away (closing it here too would close
+        // whatever socket another thread opened on the same descriptor number meanwhile).
         let response = try client.request(method, path, headers: headers, body: bytes)
-        close(client.fd)
         return Reply(status: response.status, headers: response.headers, json: response.json)
     }
 
