@@ -130,7 +130,7 @@ say ""
 say "throughput at 1 km with 2 clients (2 cores): $tps queries/s"
 
 say ""
-say "plans of a 20 km query (custom, then the generic plan a prepared statement settles on):"
+say "plans of a 20 km query (the custom plan that runs, then the generic plan, which the plan cache rejects: estimated at about 2000x the custom one):"
 psql -X -At <<SQL | grep -E 'Scan|Sort|Limit|Order By|Index Cond|Execution' | sed 's/^/    /' | tee -a "$report"
 PREPARE nearby(text[], jsonb, float8, float8, float8) AS $nearby_sql;
 EXPLAIN (ANALYZE, COSTS OFF) EXECUTE nearby('{*}', '{"location":{"__type":"GeoPoint"}}', 48.8566, 2.3522, 2 * sin(20 / 6371.0 / 2));
