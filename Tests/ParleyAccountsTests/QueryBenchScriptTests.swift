@@ -46,7 +46,7 @@ final class QueryBenchScriptTests: XCTestCase {
         // nearby.sh passes p1, p2 and p5 with pgbench -D.
         XCTAssertEqual(compiled.parameters[0], .textArray(["*"]))
         XCTAssertEqual(compiled.parameters[1], .json(#"{"location":{"__type":"GeoPoint"}}"#))
-        XCTAssertEqual(compiled.parameters[4], .double(1 / 6371))
+        XCTAssertEqual(compiled.parameters[4], .double(2 * sin(1 / 6371 / 2)), "the chord nearby.sh computes with awk")
     }
 
     func testUsernameScriptIsTheCompiledUsernameQuery() throws {

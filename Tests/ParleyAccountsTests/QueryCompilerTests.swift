@@ -44,10 +44,15 @@ final class QueryCompilerTests: XCTestCase {
         let point = #"{"__type":"GeoPoint","latitude":48.85,"longitude":2.35}"#
         let compiled = try compile(#"{"location":{"$nearSphere":\#(point),"$maxDistanceInKilometers":1}}"#, readers: [])
         let center = "ll_to_earth($3::float8, $4::float8)"
-        XCTAssertEqual(compiled.sql, "SELECT \(standardUserColumns) FROM (SELECT * FROM users WHERE (rperm && $1::text[]) IS TRUE"
-            + " AND geo IS NOT NULL AND data @> $2::jsonb ORDER BY geo <-> \(center) LIMIT 100) AS nearest"
-            + " WHERE earth_distance(\(center), geo) <= $5::float8 * earth() ORDER BY geo <-> \(center) LIMIT 100")
-        XCTAssertEqual(compiled.parameters, [.textArray(["*"]), .json(#"{"location":{"__type":"GeoPoint"}}"#), .double(48.85), .double(2.35), .double(1 / 6371)])
+        let centerCube = "cube(cube(cube(earth() * cos(radians($3::float8)) * cos(radians($4::float8))),"
+            + " earth() * cos(radians($3::float8)) * sin(radians($4::float8))), earth() * sin(radians($3::float8)))"
+        XCTAssertEqual(compiled.sql, "SELECT \(standardUserColumns) FROM (SELECT *, geo <-> \(centerCube) AS nearest_distance FROM users"
+            + " WHERE (rperm && $1::text[]) IS TRUE AND geo IS NOT NULL AND data @> $2::jsonb ORDER BY nearest_distance LIMIT 100) AS nearest"
+            + " WHERE nearest_distance <= $5::float8 * earth() ORDER BY nearest_distance LIMIT 100")
+        // $5 is the chord of 1 km on the unit sphere, not the angle.
+        XCTAssertEqual(compiled.parameters, [.textArray(["*"]), .json(#"{"location":{"__type":"GeoPoint"}}"#), .double(48.85), .double(2.35), .double(2 * sin(1 / 6371 / 2))])
+        let everywhere = try compile(#"{"location":{"$nearSphere":\#(point),"$maxDistance":3.5}}"#)
+        XCTAssertEqual(everywhere.parameters.last, .double(4), "from π radians on, a bound beyond any chord")
 
         let paged = try QueryCompiler.compileSelect(ParseQuery(className: "_User", where: ["location": ["$nearSphere": ["latitude": 1, "longitude": 2], "$maxDistance": 0.1]], limit: 20, skip: 40), layout: .users, readerIDs: nil)
         XCTAssertTrue(paged.sql.contains("LIMIT 60) AS nearest"), paged.sql)

@@ -130,6 +130,34 @@ final class QueryNearbyTests: XCTestCase {
         try check(kilometers: 5)
     }
 
+    /// The nearest-first statement compares the index's chord distance with the chord of the
+    /// angle; it keeps exactly the rows earthdistance's `earth_distance(…) <= θ * earth()` keeps,
+    /// with no allowance at the boundary, in the same order.
+    func testNearestFirstKeepsExactlyTheRowsEarthDistanceKeeps() throws {
+        let seeded = try Self.seeded.get()
+        let point = #"{"__type":"GeoPoint","latitude":\#(Self.center.latitude),"longitude":\#(Self.center.longitude)}"#
+        for kilometers in [0.05, 0.3, 1, 2.5] {
+            let near = try allPages(#"{"location":{"$nearSphere":\#(point),"$maxDistanceInKilometers":\#(kilometers)}}"#, seeded)
+            let rows = try seeded.db.connection.query("""
+                SELECT object_id FROM users WHERE earth_distance(ll_to_earth($1::float8, $2::float8), geo) <= $3::float8 * earth()
+                ORDER BY geo <-> ll_to_earth($1::float8, $2::float8), object_id
+                """, [.double(Self.center.latitude), .double(Self.center.longitude), .double(kilometers / 6371)])
+            XCTAssertEqual(near.map(\.0), rows.map { $0["object_id"].string ?? "" }, "\(kilometers) km")
+        }
+    }
+
+    func testNearestFirstFromHalfTheGlobeOnTakesEveryone() throws {
+        let seeded = try Self.seeded.get()
+        // A centre on the other side of the Earth: every user is π minus at most 0.003 radians away.
+        let point = #"{"__type":"GeoPoint","latitude":\#(-Self.center.latitude),"longitude":\#(Self.center.longitude - 180)}"#
+        for radians in [Double.pi, 3.5, 10] {
+            let ids = try seeded.db.ids(#"{"location":{"$nearSphere":\#(point),"$maxDistance":\#(radians)}}"#, limit: "1000", readers: [])
+            XCTAssertEqual(ids.count, 1000, "$maxDistance \(radians): a full page")
+        }
+        XCTAssertEqual(try seeded.db.ids(#"{"location":{"$nearSphere":\#(point),"$maxDistance":3.1}}"#, readers: []), [],
+                       "nobody is within 3.1 radians of the antipode")
+    }
+
     func testEarthRadiusIsTheOneTheCompilerAssumes() throws {
         let seeded = try Self.seeded.get()
         // The compiler scales angles by earth() in SQL, so any radius works; this pins the

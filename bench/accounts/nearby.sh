@@ -91,10 +91,10 @@ say "seeded $users users in $((SECONDS - seed_start)) s ($(psql -X -At -c "SELEC
 
 # run_pgbench KM CLIENTS TRANSACTIONS LOG_PREFIX: pgbench over nearby.sql; prints its output.
 run_pgbench() {
-    local radians
-    radians="$(awk -v km="$1" 'BEGIN { printf "%.17g", km / 6371 }')"
+    local chord   # the radius as QueryCompiler binds it: the unit-sphere chord of km / 6371 radians
+    chord="$(awk -v km="$1" 'BEGIN { printf "%.17g", 2 * sin(km / 6371 / 2) }')"
     local args=(-n -M prepared -c "$2" -j "$2" -t "$3" -f bench/accounts/nearby.sql -D 'p1={*}'
-                -D 'p2={"location":{"__type":"GeoPoint"}}' -D "p5=$radians")
+                -D 'p2={"location":{"__type":"GeoPoint"}}' -D "p5=$chord")
     if [ -n "$4" ]; then args+=(--log "--log-prefix=$4"); fi
     pgbench "${args[@]}" 2>&1
 }
@@ -130,12 +130,12 @@ say ""
 say "throughput at 1 km with 2 clients (2 cores): $tps queries/s"
 
 say ""
-say "plans of a 20 km query (custom, then the generic plan a prepared statement settles on):"
+say "plans of a 20 km query (the custom plan that runs, then the generic plan, which the plan cache rejects: estimated at about 2000x the custom one):"
 psql -X -At <<SQL | grep -E 'Scan|Sort|Limit|Order By|Index Cond|Execution' | sed 's/^/    /' | tee -a "$report"
 PREPARE nearby(text[], jsonb, float8, float8, float8) AS $nearby_sql;
-EXPLAIN (ANALYZE, COSTS OFF) EXECUTE nearby('{*}', '{"location":{"__type":"GeoPoint"}}', 48.8566, 2.3522, 20 / 6371.0);
+EXPLAIN (ANALYZE, COSTS OFF) EXECUTE nearby('{*}', '{"location":{"__type":"GeoPoint"}}', 48.8566, 2.3522, 2 * sin(20 / 6371.0 / 2));
 SET plan_cache_mode = force_generic_plan;
-EXPLAIN (ANALYZE, COSTS OFF) EXECUTE nearby('{*}', '{"location":{"__type":"GeoPoint"}}', 48.8566, 2.3522, 20 / 6371.0);
+EXPLAIN (ANALYZE, COSTS OFF) EXECUTE nearby('{*}', '{"location":{"__type":"GeoPoint"}}', 48.8566, 2.3522, 2 * sin(20 / 6371.0 / 2));
 SQL
 
 if [ "$with_parley" -eq 1 ]; then

@@ -19,6 +19,13 @@ enum GeoMath {
     /// rounding never drops a point the exact latitude/longitude test accepts.
     static let cubeSlack = 1e-9
 
+    /// The straight-line distance through a unit sphere between two points `radians` apart:
+    /// `2 sin(θ / 2)`, increasing with θ up to π, so "chord ≤ unitChord(θ) × radius" is "central
+    /// angle ≤ θ". From π on every point qualifies: 4 is beyond any chord (at most 2).
+    static func unitChord(radians: Double) -> Double {
+        radians >= .pi ? 4 : 2 * sin(radians / 2)
+    }
+
     struct Point: Equatable {
         var latitude: Double
         var longitude: Double

@@ -33,13 +33,19 @@ public enum QueryCompiler {
 
         var sql = ""
         sql.reserveCapacity(columns.utf8.count + 400)
-        if query.order.isEmpty, let near = compiler.nearSphere, let withinDistance = near.withinDistance, conditions == [near.predicate] {
+        if query.order.isEmpty, let near = compiler.nearSphere, let maxAngle = near.maxAngle, conditions == [near.predicate] {
             // "Nearest first within a radius" alone: take the skip + limit nearest rows by walking
             // the GiST index in distance order (a fixed amount of work, whatever the radius and
             // the table size), then keep those within the radius, which are a prefix of them.
+            // The distance is the index's own (chord, `geo <-> centre`), computed once per row and
+            // compared with the chord of the maximum angle, bound in place of the angle: the same
+            // rows as `earth_distance(…) <= θ * earth()` without running earthdistance's SQL
+            // functions per row and at planning (docs/performance.md, "Nearby tail latency").
+            compiler.writer.rebind(maxAngle.parameter, to: .double(GeoMath.unitChord(radians: maxAngle.radians)))
             let inner = (access + [near.fieldGuard]).joined(separator: " AND ")
-            sql += "SELECT \(columns) FROM (SELECT * FROM \(layout.table) WHERE \(inner) ORDER BY \(near.order) LIMIT \(query.skip + limit))"
-                + " AS nearest WHERE \(withinDistance) ORDER BY \(near.order)"
+            sql += "SELECT \(columns) FROM (SELECT *, \(near.geo) <-> \(near.centerCube) AS nearest_distance FROM \(layout.table)"
+                + " WHERE \(inner) ORDER BY nearest_distance LIMIT \(query.skip + limit))"
+                + " AS nearest WHERE nearest_distance <= \(maxAngle.reference) * earth() ORDER BY nearest_distance"
         } else {
             sql += "SELECT "
             sql += columns

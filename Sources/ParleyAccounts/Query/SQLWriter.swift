@@ -20,6 +20,13 @@ struct SQLWriter {
         return "$" + String(parameters.count) + "::" + cast
     }
 
+    /// Gives parameter `$number` another value of the same type, for a statement that uses the
+    /// parameter differently from the predicate it was bound for.
+    mutating func rebind(_ number: Int, to value: PostgresData) {
+        precondition(number >= 1 && number <= parameters.count, "no parameter $\(number)")
+        parameters[number - 1] = value
+    }
+
     /// `$n::jsonb` holding `value` serialized.
     mutating func bindJSON(_ value: JSONValue) throws(QueryError) -> String {
         try bind(.json(value.serialized()), as: "jsonb")

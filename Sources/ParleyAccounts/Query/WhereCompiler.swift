@@ -17,8 +17,13 @@ struct NearSphere {
     var predicate: String
     /// `geo IS NOT NULL AND data @> {"field":{"__type":"GeoPoint"}}`.
     var fieldGuard: String
-    /// `earth_distance(…) <= θ * earth()`; nil when no maximum distance is given.
-    var withinDistance: String?
+    /// The geo column.
+    var geo: String
+    /// The centre as the cube `ll_to_earth` returns, written out (see `WhereCompiler.earthCube`).
+    var centerCube: String
+    /// The maximum distance as a central angle, and the `$n` it is bound to (`parameters[n - 1]`);
+    /// nil when no maximum distance is given.
+    var maxAngle: (reference: String, parameter: Int, radians: Double)?
 }
 
 /// Compiles a `where` object into SQL predicates, binding every value as a parameter.
@@ -464,17 +469,29 @@ struct WhereCompiler {
         return (geo, "\(data) @> \(shape)")
     }
 
-    private mutating func earthPoint(_ point: GeoMath.Point) throws(QueryError) -> String {
+    private mutating func earthPoint(_ point: GeoMath.Point) throws(QueryError) -> (latitude: String, longitude: String) {
         let latitude = try writer.bind(.double(point.latitude), as: "float8")
         let longitude = try writer.bind(.double(point.longitude), as: "float8")
-        return "ll_to_earth(\(latitude), \(longitude))"
+        return (latitude, longitude)
+    }
+
+    /// `ll_to_earth(latitude, longitude)` as the cube expression earthdistance defines it with,
+    /// for the nearest-first statement. The planner folds it to a constant with built-in
+    /// functions only; it folds the SQL function `ll_to_earth` by running it through the SQL
+    /// function executor, which parses its body again at every call (about 0.1 ms of planning
+    /// per occurrence, measured; docs/performance.md, "Nearby tail latency"). Same operations
+    /// in the same order, so the same point, bit for bit.
+    static func earthCube(latitude: String, longitude: String) -> String {
+        "cube(cube(cube(earth() * cos(radians(\(latitude))) * cos(radians(\(longitude)))),"
+            + " earth() * cos(radians(\(latitude))) * sin(radians(\(longitude)))), earth() * sin(radians(\(latitude))))"
     }
 
     /// The index-backed box test and the exact test for "within the central angle `radians` of
     /// `center`". `earth_box` bounds the circle (GiST `@>`); `earth_distance` decides.
-    private mutating func withinAngle(_ center: String, radians: Double, geo: String) throws(QueryError) -> (box: String, distance: String) {
+    /// Also returns the angle's `$n::float8`.
+    private mutating func withinAngle(_ center: String, radians: Double, geo: String) throws(QueryError) -> (box: String, distance: String, angle: String) {
         let angle = try writer.bind(.double(radians), as: "float8")
-        return ("earth_box(\(center), \(angle) * earth()) @> \(geo)", "earth_distance(\(center), \(geo)) <= \(angle) * earth()")
+        return ("earth_box(\(center), \(angle) * earth()) @> \(geo)", "earth_distance(\(center), \(geo)) <= \(angle) * earth()", angle)
     }
 
     private mutating func nearSphere(_ operand: JSONValue, constraint: JSONObject, on target: FieldTarget, field: String, insideOr: Bool) throws(QueryError) -> String {
@@ -489,11 +506,13 @@ struct WhereCompiler {
             guard radians == nil else { throw .invalidQuery("$nearSphere on \(field) takes one $maxDistance") }
             radians = try GeoMath.distance(value, "\(key) on \(field)") / scale
         }
-        let center = try earthPoint(point)
-        var near = NearSphere(order: "\(geo) <-> \(center)", predicate: "", fieldGuard: "\(geo) IS NOT NULL AND \(fieldGuard)")
+        let (latitude, longitude) = try earthPoint(point)
+        let center = "ll_to_earth(\(latitude), \(longitude))"
+        var near = NearSphere(order: "\(geo) <-> \(center)", predicate: "", fieldGuard: "\(geo) IS NOT NULL AND \(fieldGuard)",
+                              geo: geo, centerCube: Self.earthCube(latitude: latitude, longitude: longitude))
         if let radians {
-            let (box, distance) = try withinAngle(center, radians: radians, geo: geo)
-            near.withinDistance = distance
+            let (box, distance, angle) = try withinAngle(center, radians: radians, geo: geo)
+            near.maxAngle = (angle, writer.parameters.count, radians)
             near.predicate = "(\(box) AND \(distance) AND \(fieldGuard))"
         } else {
             near.predicate = "(\(near.fieldGuard))"
@@ -509,7 +528,8 @@ struct WhereCompiler {
         }
         let point = try GeoMath.pointOrPair(parts[0], "$centerSphere on \(field)")
         let radians = try GeoMath.distance(parts[1], "the $centerSphere distance on \(field)")
-        let (box, distance) = try withinAngle(try earthPoint(point), radians: radians, geo: geo)
+        let (latitude, longitude) = try earthPoint(point)
+        let (box, distance, _) = try withinAngle("ll_to_earth(\(latitude), \(longitude))", radians: radians, geo: geo)
         return "(\(box) AND \(distance) AND \(fieldGuard))"
     }
 
