@@ -476,7 +476,10 @@ final class CallServiceTests: XCTestCase {
         expect(await h.invite(callId), "ok")
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")]), "ok")
         let answeredAt = ContinuousClock.now
-        let early = try await h.store.find(callId)
+        // The insert may still be in flight (the callee rang here, so the call did not wait for
+        // it): the first row seen is the invite's.
+        let early = try await storedRecord(h, callId) { _ in true }
+        XCTAssertLessThan(ContinuousClock.now - answeredAt, CallService.answerRecordDelay)
         XCTAssertEqual(early?.state, .initiating, "no write at the answer")
         XCTAssertNil(early?.answerDevice)
         let stored = try await storedRecord(h, callId) { $0.state == .answered }
