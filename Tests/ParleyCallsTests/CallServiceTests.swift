@@ -38,9 +38,10 @@ final class CallHarness: Sendable {
     /// Sends a frame from `device` (on its loop) and returns the reply, also recorded in the
     /// device's stream as `ok`/`error`.
     @discardableResult
-    func send(_ device: CallDevice, _ type: String, _ fields: [(String, JSONValue)]) async -> Result<JSONObject, CallError> {
+    /// `via`: another service on the same loops (a restarted node), instead of the harness's.
+    func send(_ device: CallDevice, _ type: String, _ fields: [(String, JSONValue)], via other: CallService? = nil) async -> Result<JSONObject, CallError> {
         let object = JSONObject([("type", .string(type))] + fields)
-        let service = self.service, transport = self.transport
+        let service = other ?? self.service, transport = self.transport
         return await withCheckedContinuation { continuation in
             loop(of: device).execute {
                 service.handle(type: type, object: object, from: device) { result in
@@ -408,17 +409,11 @@ final class CallServiceTests: XCTestCase {
         _ = try await storedRecord(h, callId) { $0.state == .ended }
         // A fresh service (a restarted node) has no memory of the call.
         let fresh = CallService(group: h.database.group, store: h.store, transport: h.transport, configuration: Self.fast)
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
-            fresh.handle(type: "call.ringing", object: ["callId": .string(callId)], from: H.bobPhone) { continuation.resume(returning: $0) }
-        }
+        let result = await h.send(H.bobPhone, "call.ringing", [("callId", .string(callId))], via: fresh)
         XCTAssertEqual(Self.code(result), "call_ended")
-        let stranger = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
-            fresh.handle(type: "call.ringing", object: ["callId": .string(callId)], from: H.carol) { continuation.resume(returning: $0) }
-        }
+        let stranger = await h.send(H.carol, "call.ringing", [("callId", .string(callId))], via: fresh)
         XCTAssertEqual(Self.code(stranger), "call_not_found", "a stranger learns nothing about the call")
-        let invite = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
-            fresh.handle(type: "call.invite", object: ["callId": .string(callId), "to": .string(H.bobPhone.userId), "sdp": "x"], from: H.alice) { continuation.resume(returning: $0) }
-        }
+        let invite = await h.send(H.alice, "call.invite", [("callId", .string(callId)), ("to", .string(H.bobPhone.userId)), ("sdp", "x")], via: fresh)
         XCTAssertEqual(Self.code(invite), "call_exists")
         XCTAssertEqual(fresh.liveCalls, 0)
         await h.shutdown()
@@ -529,13 +524,7 @@ final class CallServiceTests: XCTestCase {
         let earlier = try await storedRecord(h, callId) { $0.state == .ended }
         XCTAssertEqual(earlier?.details.endCause, .canceled)
         let fresh = CallService(group: h.database.group, store: h.store, transport: h.transport, configuration: Self.fast)
-        let invite = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONObject, CallError>, Never>) in
-            h.loop(of: H.alice).execute {
-                fresh.handle(type: "call.invite", object: ["callId": .string(callId), "to": .string(H.bobPhone.userId), "sdp": "x"], from: H.alice) {
-                    continuation.resume(returning: $0)
-                }
-            }
-        }
+        let invite = await h.send(H.alice, "call.invite", [("callId", .string(callId)), ("to", .string(H.bobPhone.userId)), ("sdp", "x")], via: fresh)
         expect(invite, "ok", "the callee rang before the insert found the id")
         for device in [H.alice, H.bobPhone] {
             let ended = await h.transport.waitFor(device) {
