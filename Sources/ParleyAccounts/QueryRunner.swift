@@ -97,7 +97,7 @@ public struct QueryRunner: Sendable {
 
     private static func run(_ compiled: CompiledQuery, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows {
         do {
-            return try await db.query(compiled.sql, compiled.parameters)
+            return try await db.read(compiled.sql, compiled.parameters)
         } catch {
             if let queryError = QueryError(databaseError: error) { throw ParseError(queryError) }
             throw ParseError.database(error)

@@ -4,6 +4,8 @@ import ParleyPostgres
 /// with `"transaction": true`). Stores take one per call so the same code runs in both.
 public protocol SQLExecutor: Sendable {
     func query(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows
+    /// A statement without side effects: the pooled client may batch it with other reads.
+    func read(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows
 }
 
 extension PostgresClient: SQLExecutor {
@@ -19,6 +21,11 @@ extension PostgresTransaction: SQLExecutor {
 }
 
 extension SQLExecutor {
+    /// By default a read is an ordinary statement (in a transaction, say).
+    public func read(_ sql: String, _ params: [PostgresData]) async throws(PostgresError) -> PostgresRows {
+        try await query(sql, params)
+    }
+
     /// Runs a statement, turning database failures into `ParseError.internalError` (logged by the
     /// caller), except the ones a caller maps itself (`mapping` returns nil to keep the default).
     @discardableResult

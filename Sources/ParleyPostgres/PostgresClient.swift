@@ -59,6 +59,19 @@ public final class PostgresClient: Sendable {
         }
     }
 
+    /// Runs a read without side effects: it may share one sync (one implicit transaction) with
+    /// the other reads sent on its connection in the same loop turn, which costs PostgreSQL about
+    /// half as much per statement. If another statement of that batch fails, it is sent again alone.
+    public func read(_ sql: String, _ params: [PostgresData] = []) async throws(PostgresError) -> PostgresRows {
+        let pool = pool()
+        if let current = EventLoop.current, current === pool.loop {
+            return try await pool.query(sql, params, prepared: true, batchable: true)
+        }
+        return try await withTaskExecutorPreference(pool.loop) { () async throws(PostgresError) -> PostgresRows in
+            try await pool.query(sql, params, prepared: true, batchable: true)
+        }
+    }
+
     /// Runs `body` in a transaction on one pinned connection; see `PostgresPool.transaction`.
     public func transaction<T>(_ body: (PostgresTransaction) async throws -> T) async throws -> T {
         let pool = pool()

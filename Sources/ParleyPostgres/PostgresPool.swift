@@ -20,6 +20,7 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         var sql: String
         var params: [PostgresData]
         var prepared: Bool
+        var batchable: Bool
         var deadline: UInt64
         var completion: (Result<PostgresRows, PostgresError>) -> Void
     }
@@ -72,29 +73,32 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
 
     // MARK: Statements
 
-    /// Runs one statement on the least-loaded connection (loop thread).
-    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+    /// Runs one statement on the least-loaded connection (loop thread). A `batchable` statement
+    /// (a read without side effects) joins a connection's open batch when there is one; see
+    /// `PostgresConnection`.
+    public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true, batchable: Bool = false) async throws(PostgresError) -> PostgresRows {
         loop.preconditionInEventLoop()
         // Unsafe rather than checked: `submit` calls its completion exactly once, and the checked
         // variant allocates a box per statement.
         let result = await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<PostgresRows, PostgresError>, Never>) in
-            submit(sql, params, prepared: prepared) { continuation.resume(returning: $0) }
+            submit(sql, params, prepared: prepared, batchable: batchable) { continuation.resume(returning: $0) }
         }
         return try result.get()
     }
 
     /// Sends now if a connection can take the statement, else queues it; `completion` runs on the loop.
-    func submit(_ sql: String, _ params: [PostgresData], prepared: Bool, completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+    func submit(_ sql: String, _ params: [PostgresData], prepared: Bool, batchable: Bool = false,
+                completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
         loop.preconditionInEventLoop()
         if closed { return completion(.failure(.shutdown)) }
-        if queryWaiters.isEmpty, let connection = leastLoadedConnection() {
-            connection.send(sql, params, prepared: prepared, completion: completion)
+        if queryWaiters.isEmpty, let connection = (batchable ? openBatchConnection() : nil) ?? leastLoadedConnection() {
+            connection.send(sql, params, prepared: prepared, batchable: batchable, completion: completion)
             return
         }
         guard queryWaiters.count + pinWaiters.count < configuration.maxWaiters else {
             return completion(.failure(.tooManyWaiters(limit: configuration.maxWaiters)))
         }
-        queryWaiters.append(QueryWaiter(sql: sql, params: params, prepared: prepared, deadline: deadline(), completion: completion))
+        queryWaiters.append(QueryWaiter(sql: sql, params: params, prepared: prepared, batchable: batchable, deadline: deadline(), completion: completion))
         updateWaiting()
         armExpiryTimer()
     }
@@ -162,10 +166,19 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
 
     private func leastLoadedConnection() -> PostgresConnection? {
         var best: PostgresConnection?
-        for connection in connections where connection.state == .ready && !connection.pinned && connection.inFlight < configuration.maxPipelineDepth {
+        for connection in connections where canTakeStatement(connection) {
             if best == nil || connection.inFlight < best!.inFlight { best = connection }
         }
         return best
+    }
+
+    /// A connection whose batch of this turn is still open: batched statements share one sync.
+    private func openBatchConnection() -> PostgresConnection? {
+        connections.first { $0.hasOpenBatch && canTakeStatement($0) }
+    }
+
+    private func canTakeStatement(_ connection: PostgresConnection) -> Bool {
+        connection.state == .ready && !connection.pinned && connection.inFlight < configuration.maxPipelineDepth
     }
 
     private func serviceWaiters() {
@@ -177,7 +190,7 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         }
         while queryWaiters.first != nil, let connection = leastLoadedConnection() {
             let waiter = queryWaiters.popFirst()!
-            connection.send(waiter.sql, waiter.params, prepared: waiter.prepared, completion: waiter.completion)
+            connection.send(waiter.sql, waiter.params, prepared: waiter.prepared, batchable: waiter.batchable, completion: waiter.completion)
         }
         updateWaiting()
     }
