@@ -22,18 +22,18 @@ let package = Package(
         // Leaf utilities.
         .target(name: "ParleyLog"),
         .target(name: "ParleyMetrics"),
-        .target(name: "ParleyJSON"),
+        .target(name: "ParleyJSON", swiftSettings: hotPathSettings),
 
         // Bytes and sockets.
         .target(name: "ParleyNet", dependencies: ["CLinux", "ParleyLog"], swiftSettings: hotPathSettings),
 
         // Protocols and storage.
         .target(name: "ParleyHTTP", dependencies: ["ParleyNet", "ParleyLog", "ParleyMetrics"], swiftSettings: hotPathSettings),
-        .target(name: "ParleyPostgres", dependencies: ["CLibPQ", "CLinux", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
+        .target(name: "ParleyPostgres", dependencies: ["CLibPQ", "CLinux", "ParleyNet", "ParleyLog", "ParleyMetrics"], swiftSettings: hotPathSettings),
         .target(name: "ParleyWebSocket", dependencies: ["ParleyNet", "ParleyHTTP", "ParleyLog", "COpenSSL"]),
 
         // Domain.
-        .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"]),
+        .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
             "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics",
@@ -49,7 +49,7 @@ let package = Package(
         ]),
 
         // Wire formats of the domain: the Parse-compatible REST API.
-        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"]),
+        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
 
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
