@@ -2,13 +2,16 @@ import ParleyJSON
 import ParleyLog
 import ParleyPostgres
 
-/// Writes `users` and `objects` rows as Parse JSON straight into a byte buffer: exactly the bytes
-/// of `UserStore.json` and `ObjectStore.json` serialized, without building those objects.
+/// Writes `users` and `objects` rows as Parse JSON straight into a byte buffer: the JSON of
+/// `UserStore.json` and `ObjectStore.json`, without building those objects.
 ///
 /// Finds are the hottest read path, and building an object per row (then an array of them, then
-/// serializing it all) cost more than the query itself. The member order and the merge rules are
-/// the same: the fixed members first, then the `data` members they do not shadow, then
-/// `createdAt`, `updatedAt` and `ACL`, which replace a same-named `data` member in place.
+/// serializing it all) cost more than the query itself. The `data` members are copied from
+/// PostgreSQL's `jsonb` text with only its whitespace dropped, so numbers keep PostgreSQL's
+/// spelling (`2.0`, `1E+2` written `100`) and strings its escapes: the same values as the
+/// serialized objects, not always the same bytes. The member order and the merge rules are the
+/// same: the fixed members first, then the `data` members they do not shadow, then `createdAt`,
+/// `updatedAt` and `ACL`, which replace a same-named `data` member in place.
 struct RowJSONWriter {
     /// Positions of the columns read, resolved once for every row of a result.
     private let objectID, createdAt, updatedAt, acl, data: Int?
@@ -57,27 +60,39 @@ struct RowJSONWriter {
     }
 
     /// The `data` members not `written` already, then the metadata, then the closing brace.
-    private func writeDataAndMetadata(_ row: PostgresRow, into bytes: inout [UInt8], written: (String) -> Bool) {
+    private func writeDataAndMetadata(_ row: PostgresRow, into bytes: inout [UInt8], written: (MemberKey) -> Bool) {
         var created = text(row, createdAt).flatMap(PostgresText.parseTimestamp)
         var updated = text(row, updatedAt).flatMap(PostgresText.parseTimestamp)
-        var aclValue = text(row, acl).flatMap { try? JSONParser().parse($0) }
-        if let dataText = text(row, data), case .object(let members)? = try? JSONParser().parse(dataText) {
-            for (key, value) in members where !written(key) {
-                bytes.append(UInt8(ascii: ","))
-                JSONValue.string(key).serialize(into: &bytes)
-                bytes.append(UInt8(ascii: ":"))
-                if let milliseconds = created, Self.equals(key, "createdAt") {
-                    Self.appendDate(milliseconds, to: &bytes)
-                    created = nil
-                } else if let milliseconds = updated, Self.equals(key, "updatedAt") {
-                    Self.appendDate(milliseconds, to: &bytes)
-                    updated = nil
-                } else if let replacement = aclValue, Self.equals(key, "ACL") {
-                    replacement.serialize(into: &bytes)
-                    aclValue = nil
-                } else {
-                    value.serialize(into: &bytes)
+        var aclText = text(row, acl)
+        if var dataText = text(row, data) {
+            let start = bytes.count
+            let copied = dataText.withUTF8 { utf8 in
+                JSONObjectText.forEachMember(utf8) { rawKey, value in
+                    let key = MemberKey(rawKey)
+                    guard !written(key) else { return }
+                    bytes.append(contentsOf: #",""#.utf8)
+                    bytes.append(contentsOf: rawKey)
+                    bytes.append(contentsOf: #"":"#.utf8)
+                    if let milliseconds = created, Self.equals(key, "createdAt") {
+                        Self.appendDate(milliseconds, to: &bytes)
+                        created = nil
+                    } else if let milliseconds = updated, Self.equals(key, "updatedAt") {
+                        Self.appendDate(milliseconds, to: &bytes)
+                        updated = nil
+                    } else if let replacement = aclText, Self.equals(key, "ACL") {
+                        Self.appendJSON(replacement, to: &bytes)
+                        aclText = nil
+                    } else {
+                        JSONObjectText.appendCompact(value, to: &bytes)
+                    }
                 }
+            }
+            // Not an object (data the schema never writes): no members, as the parsing path.
+            if !copied {
+                bytes.removeSubrange(start...)
+                created = text(row, createdAt).flatMap(PostgresText.parseTimestamp)
+                updated = text(row, updatedAt).flatMap(PostgresText.parseTimestamp)
+                aclText = text(row, acl)
             }
         }
         if let created {
@@ -88,9 +103,9 @@ struct RowJSONWriter {
             bytes.append(contentsOf: #","updatedAt":"#.utf8)
             Self.appendDate(updated, to: &bytes)
         }
-        if let aclValue {
+        if let aclText {
             bytes.append(contentsOf: #","ACL":"#.utf8)
-            aclValue.serialize(into: &bytes)
+            Self.appendJSON(aclText, to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
     }
@@ -107,9 +122,39 @@ struct RowJSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    /// Byte equality, as `JSONObject` compares keys (not Unicode equivalence).
-    private static func equals(_ key: String, _ name: StaticString) -> Bool {
-        key.utf8.count == name.utf8CodeUnitCount
-            && key.utf8.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+    /// A `jsonb` column's text (valid JSON by its type), compacted.
+    private static func appendJSON(_ text: String, to bytes: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { JSONObjectText.appendCompact($0, to: &bytes) }
+    }
+
+    /// Byte equality with the decoded key, as `JSONObject` compares keys (not Unicode equivalence).
+    private static func equals(_ key: MemberKey, _ name: StaticString) -> Bool {
+        let expected = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        switch key {
+        case .plain(let bytes): return bytes.count == expected.count && bytes.elementsEqual(expected)
+        case .decoded(let decoded): return decoded.utf8.count == expected.count && decoded.utf8.elementsEqual(expected)
+        }
+    }
+
+    /// A `data` member's key as its text has it; decoded only when it has escapes.
+    private enum MemberKey {
+        case plain(UnsafeBufferPointer<UInt8>)
+        case decoded(String)
+
+        init(_ raw: UnsafeBufferPointer<UInt8>) {
+            guard raw.contains(UInt8(ascii: "\\")) else {
+                self = .plain(raw)
+                return
+            }
+            var quoted: [UInt8] = [UInt8(ascii: "\"")]
+            quoted.append(contentsOf: raw)
+            quoted.append(UInt8(ascii: "\""))
+            if case .string(let text)? = try? JSONParser().parse(quoted) {
+                self = .decoded(text)
+            } else {
+                self = .plain(raw)
+            }
+        }
     }
 }
