@@ -14,8 +14,8 @@ protocol PostgresConnectionDelegate: AnyObject {
 ///
 /// Each statement gets its own sync, so an error fails only that statement, except batchable
 /// ones (reads without side effects): those sent in the same loop turn share one sync, which
-/// PostgreSQL runs as one implicit transaction at about half the cost per statement. When one
-/// of them fails, the others of its batch are skipped by the server and sent again alone.
+/// PostgreSQL runs as one implicit transaction with one flush. When one of them fails, the
+/// server skips the rest of its batch, and those are sent again alone.
 /// Everything queued in a turn goes out in one write at the end of the turn.
 ///
 /// Thread confinement: every method runs on `loop` (checked); `@unchecked Sendable` only so a
@@ -73,7 +73,8 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             self.completion = completion
         }
 
-        /// The outcome to report: a batched statement that the server skipped is sent again.
+        /// A batched statement the server skipped because another of its batch failed: it is
+        /// sent again alone instead of reporting that.
         var needsRetry: Bool {
             guard retry != nil, case .failure(let error)? = outcome else { return false }
             return error.sqlState == "25P02"
