@@ -121,7 +121,7 @@ public struct InstallationStore: Sendable {
     public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
+        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
         return RowJSON.select(Self.json(row), keys: keys)
     }
 

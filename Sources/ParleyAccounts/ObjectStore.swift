@@ -53,7 +53,7 @@ public struct ObjectStore: Sendable {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
+        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
         return RowJSON.select(Self.json(row), keys: keys)
     }
 

@@ -28,10 +28,12 @@ extension SQLExecutor {
 
     /// Runs a statement, turning database failures into `ParseError.internalError` (logged by the
     /// caller), except the ones a caller maps itself (`mapping` returns nil to keep the default).
+    /// A `readOnly` statement goes through `read`, so the pooled client may batch it.
     @discardableResult
-    func run(_ sql: String, _ params: [PostgresData], mapping: (PostgresError) -> ParseError? = { _ in nil }) async throws(ParseError) -> PostgresRows {
+    func run(_ sql: String, _ params: [PostgresData], readOnly: Bool = false,
+             mapping: (PostgresError) -> ParseError? = { _ in nil }) async throws(ParseError) -> PostgresRows {
         do {
-            return try await query(sql, params)
+            return readOnly ? try await read(sql, params) : try await query(sql, params)
         } catch {
             if let mapped = mapping(error) { throw mapped }
             throw ParseError.database(error)

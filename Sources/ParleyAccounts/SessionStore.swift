@@ -64,7 +64,7 @@ public struct SessionStore: Sendable {
     public func lookup(_ token: String, on db: any SQLExecutor) async throws(ParseError) -> SessionInfo {
         if let cached = cache.get(token) { return cached }
         guard Self.isWellFormed(token) else { throw ParseError.invalidSession }
-        let rows = try await db.run("SELECT object_id, user_id, installation_id, expires_at FROM sessions WHERE token = $1", [.text(token)])
+        let rows = try await db.run("SELECT object_id, user_id, installation_id, expires_at FROM sessions WHERE token = $1", [.text(token)], readOnly: true)
         guard let row = rows.first, let sessionId = row["object_id"].string, let userId = row["user_id"].string,
               let expiresAt = row["expires_at"].timestampMilliseconds else {
             throw ParseError.invalidSession

@@ -181,7 +181,7 @@ public struct UserStore: Sendable {
             cached["sessionToken"] = .string(session.token)
             return cached
         }
-        guard let row = try await db.run("SELECT \(Self.columns) FROM users WHERE object_id = $1", [.text(session.userId)]).first else {
+        guard let row = try await db.run("SELECT \(Self.columns) FROM users WHERE object_id = $1", [.text(session.userId)], readOnly: true).first else {
             throw ParseError.invalidSession
         }
         var user = Self.json(row, viewer: Auth(isMaster: false, user: session, installationId: nil))
@@ -202,7 +202,7 @@ public struct UserStore: Sendable {
     public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
+        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
         return RowJSON.select(Self.json(row, viewer: auth), keys: keys)
     }
 

@@ -37,6 +37,39 @@ final class ParseClassesTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// Gets by id are reads the client batches per loop turn: concurrent ones, found, hidden by
+    /// their ACL or unknown, each get their own answer.
+    func testConcurrentGetsByIdEachGetTheirOwnObject() async throws {
+        let h = try await ParseHarness()
+        let alice = try h.signUp("alice")
+        var ids: [String] = []
+        for n in 0..<12 {
+            let acl: [String: Any] = n % 3 == 2 ? [alice.id: ["read": true, "write": true]] : ["*": ["read": true]]
+            let created = try h.call("POST", "/parse/classes/Card", body: ["n": n, "ACL": acl])
+            ids.append(try XCTUnwrap(created["objectId"] as? String))
+        }
+        let objectIds = ids
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 16) { worker in
+            for index in stride(from: worker, to: 96, by: 16) {
+                let n = index % 13
+                let asAlice = index % 2 == 0
+                do {
+                    let id = n < 12 ? objectIds[n] : "unknown\(index)"
+                    let reply = try h.call("GET", "/parse/classes/Card/\(id)", token: asAlice ? alice.token : nil)
+                    let visible = n < 12 && (n % 3 != 2 || asAlice)
+                    let ok = visible ? reply.status == 200 && reply["n"] as? Int == n && reply["objectId"] as? String == id
+                        : reply.status == 404 && reply["code"] as? Int == 101
+                    if !ok { failures.withLock { $0.append("object \(n) as \(asAlice ? "alice" : "anyone"): \(reply.status) \(reply["n"] ?? "-")") } }
+                } catch {
+                    failures.withLock { $0.append("object \(n): \(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        await h.shutdown()
+    }
+
     func testObjectsCRUDTypesOpsAndACL() async throws {
         let h = try await ParseHarness()
         let alice = try h.signUp("alice")
