@@ -8,6 +8,7 @@ Usage: run.py [--rate 1000] [--duration 10] [--warmup 2] [--pairs 400] [--thread
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,7 @@ def main():
     finally:
         server.stop()
         postgres.stop()
+        shutil.rmtree(work, ignore_errors=True)
     log(f"load: {arguments.rate} call setups/s for {arguments.duration:.0f} s (+{arguments.warmup:.0f} s warm-up) over "
         f"{arguments.pairs} caller/callee pairs; parley --threads {arguments.threads}; 1-minute load average {load:.1f}")
     log(result.stdout.rstrip())
