@@ -16,25 +16,33 @@ final class ParseClassesTests: XCTestCase {
                 _ = try h.call("POST", "/parse/classes/Card", body: ["name": "card\(n)", "copy": copy, "ACL": acl])
             }
         }
-        let lookups = (0..<96).map { ($0 % 24, $0 % 2 == 0) }
+        let failures = Self.failures(ofConcurrent: 96) { index in
+            let (n, asAlice) = (index % 24, index % 2 == 0)
+            let reply = try h.call("GET", "/parse/classes/Card" + query(["where": jsonText(["name": "card\(n)"]), "order": "-copy"]),
+                                   token: asAlice ? alice.token : nil)
+            let copies = (reply["results"] as? [[String: Any]])?.compactMap { $0["name"] as? String == "card\(n)" ? $0["copy"] as? Int : -1 }
+            let visible = n % 4 == 3 && !asAlice ? 0 : n % 3
+            guard copies != Array((0..<visible).reversed()) else { return nil }
+            return "card\(n) as \(asAlice ? "alice" : "anyone"): \(String(describing: copies)) \(reply.status)"
+        }
+        XCTAssertEqual(failures, [])
+        await h.shutdown()
+    }
+
+    /// Runs `check` for the indices 0..<count on 16 threads at once; the failures it described
+    /// (a returned message or a thrown error), in no particular order.
+    private static func failures(ofConcurrent count: Int, _ check: @escaping @Sendable (Int) throws -> String?) -> [String] {
         let failures = Mutex<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 16) { worker in
-            for (index, (n, asAlice)) in lookups.enumerated() where index % 16 == worker {
+            for index in stride(from: worker, to: count, by: 16) {
                 do {
-                    let reply = try h.call("GET", "/parse/classes/Card" + query(["where": jsonText(["name": "card\(n)"]), "order": "-copy"]),
-                                           token: asAlice ? alice.token : nil)
-                    let copies = (reply["results"] as? [[String: Any]])?.compactMap { $0["name"] as? String == "card\(n)" ? $0["copy"] as? Int : -1 }
-                    let visible = n % 4 == 3 && !asAlice ? 0 : n % 3
-                    if copies != Array((0..<visible).reversed()) {
-                        failures.withLock { $0.append("card\(n) as \(asAlice ? "alice" : "anyone"): \(String(describing: copies)) \(reply.status)") }
-                    }
+                    if let failure = try check(index) { failures.withLock { $0.append(failure) } }
                 } catch {
-                    failures.withLock { $0.append("card\(n): \(error)") }
+                    failures.withLock { $0.append("request \(index): \(error)") }
                 }
             }
         }
-        XCTAssertEqual(failures.withLock { $0 }, [])
-        await h.shutdown()
+        return failures.withLock { $0 }
     }
 
     /// Gets by id are reads the client batches per loop turn: concurrent ones, found, hidden by
@@ -49,24 +57,16 @@ final class ParseClassesTests: XCTestCase {
             ids.append(try XCTUnwrap(created["objectId"] as? String))
         }
         let objectIds = ids
-        let failures = Mutex<[String]>([])
-        DispatchQueue.concurrentPerform(iterations: 16) { worker in
-            for index in stride(from: worker, to: 96, by: 16) {
-                let n = index % 13
-                let asAlice = index % 2 == 0
-                do {
-                    let id = n < 12 ? objectIds[n] : "unknown\(index)"
-                    let reply = try h.call("GET", "/parse/classes/Card/\(id)", token: asAlice ? alice.token : nil)
-                    let visible = n < 12 && (n % 3 != 2 || asAlice)
-                    let ok = visible ? reply.status == 200 && reply["n"] as? Int == n && reply["objectId"] as? String == id
-                        : reply.status == 404 && reply["code"] as? Int == 101
-                    if !ok { failures.withLock { $0.append("object \(n) as \(asAlice ? "alice" : "anyone"): \(reply.status) \(reply["n"] ?? "-")") } }
-                } catch {
-                    failures.withLock { $0.append("object \(n): \(error)") }
-                }
-            }
+        let failures = Self.failures(ofConcurrent: 96) { index in
+            let (n, asAlice) = (index % 13, index % 2 == 0)
+            let id = n < 12 ? objectIds[n] : "unknown\(index)"
+            let reply = try h.call("GET", "/parse/classes/Card/\(id)", token: asAlice ? alice.token : nil)
+            let visible = n < 12 && (n % 3 != 2 || asAlice)
+            let ok = visible ? reply.status == 200 && reply["n"] as? Int == n && reply["objectId"] as? String == id
+                : reply.status == 404 && reply["code"] as? Int == 101
+            return ok ? nil : "object \(n) as \(asAlice ? "alice" : "anyone"): \(reply.status) \(reply["n"] ?? "-")"
         }
-        XCTAssertEqual(failures.withLock { $0 }, [])
+        XCTAssertEqual(failures, [])
         await h.shutdown()
     }
 
