@@ -47,28 +47,27 @@ public final class PostgresClient: Sendable {
     /// connection (keyed by SQL text and parameter types).
     @discardableResult
     public func query(_ sql: String, _ params: [PostgresData] = [], prepared: Bool = true) async throws(PostgresError) -> PostgresRows {
+        try await onPoolLoop(sql, params, prepared: prepared, batchable: false)
+    }
+
+    /// Runs a read without side effects: it may share one sync (one implicit transaction, one
+    /// flush) with the other reads sent on its connection in the same loop turn. If another
+    /// statement of that batch fails, it is sent again alone.
+    public func read(_ sql: String, _ params: [PostgresData] = []) async throws(PostgresError) -> PostgresRows {
+        try await onPoolLoop(sql, params, prepared: true, batchable: true)
+    }
+
+    /// Sends the statement through the pool of the caller's loop, or of the next loop round robin.
+    private func onPoolLoop(_ sql: String, _ params: [PostgresData], prepared: Bool, batchable: Bool) async throws(PostgresError) -> PostgresRows {
         let pool = pool()
         // Already on the pool's loop (a request task, which prefers its connection's loop): the
         // pool's synchronous part runs here and the task resumes on its own preferred executor,
         // so the preference wrapper would only cost a task-local push and pop per statement.
         if let current = EventLoop.current, current === pool.loop {
-            return try await pool.query(sql, params, prepared: prepared)
+            return try await pool.query(sql, params, prepared: prepared, batchable: batchable)
         }
         return try await withTaskExecutorPreference(pool.loop) { () async throws(PostgresError) -> PostgresRows in
-            try await pool.query(sql, params, prepared: prepared)
-        }
-    }
-
-    /// Runs a read without side effects: it may share one sync (one implicit transaction) with
-    /// the other reads sent on its connection in the same loop turn, which costs PostgreSQL about
-    /// half as much per statement. If another statement of that batch fails, it is sent again alone.
-    public func read(_ sql: String, _ params: [PostgresData] = []) async throws(PostgresError) -> PostgresRows {
-        let pool = pool()
-        if let current = EventLoop.current, current === pool.loop {
-            return try await pool.query(sql, params, prepared: true, batchable: true)
-        }
-        return try await withTaskExecutorPreference(pool.loop) { () async throws(PostgresError) -> PostgresRows in
-            try await pool.query(sql, params, prepared: true, batchable: true)
+            try await pool.query(sql, params, prepared: prepared, batchable: batchable)
         }
     }
 
