@@ -13,7 +13,7 @@ public struct QueryRunner: Sendable {
 
     /// The rows of `query` readable by `auth`, and the count when `query.count` is set.
     public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
-        let (rows, count, _) = try await fetch(query, auth: auth, on: db)
+        let (rows, count) = try await fetch(query, auth: auth, on: db)
         var results: [JSONObject] = []
         if let rows {
             results.reserveCapacity(rows.count)
@@ -26,13 +26,39 @@ public struct QueryRunner: Sendable {
     /// serializing `find`'s objects, but user and generic-class rows are written straight from
     /// the result (`RowJSONWriter`) instead of being built as objects first.
     public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
-        let (rows, count, layout) = try await fetch(query, auth: auth, on: db)
+        let (rows, count) = try await fetch(query, auth: auth, on: db)
+        return Self.resultJSON(rows, count: count, query: query, auth: auth)
+    }
+
+    /// `findJSON` without a task, for a query without `count` and a caller on an event loop
+    /// thread (an inline HTTP answer): one read through `database`, and `completion` runs on
+    /// that loop, once.
+    public func findJSON(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
+                         completion: @escaping (Result<[UInt8], ParseError>) -> Void) {
+        precondition(!query.count, "a counting find takes two statements: use the async findJSON")
+        let compiled: CompiledQuery?
+        do {
+            compiled = try select(query, auth: auth)
+        } catch {
+            return completion(.failure(error))
+        }
+        guard let compiled else { return completion(.success(Self.resultJSON(nil, count: nil, query: query, auth: auth))) }
+        database.read(compiled.sql, compiled.parameters) { result in
+            switch result {
+            case .success(let rows): completion(.success(Self.resultJSON(rows, count: nil, query: query, auth: auth)))
+            case .failure(let error): completion(.failure(Self.readError(error)))
+            }
+        }
+    }
+
+    /// The response body for `rows` (nil when `limit` was 0) and `count`.
+    private static func resultJSON(_ rows: PostgresRows?, count: Int?, query: ParseQuery, auth: Auth) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 256)
         bytes.append(contentsOf: #"{"results":["#.utf8)
         if let rows, !rows.isEmpty {
             let isUser = query.className == ClassName.user
-            let writesDirectly = query.keys == nil && (isUser || layout.table == "objects")
+            let writesDirectly = query.keys == nil && (isUser || TableLayout.forClass(query.className).table == "objects")
             let writer = writesDirectly ? RowJSONWriter(rows.columns) : nil
             for (position, row) in rows.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -56,23 +82,36 @@ public struct QueryRunner: Sendable {
         return bytes
     }
 
-    /// The rows (nil when `limit` is 0), the count (when asked for) and the class's layout.
+    /// The rows (nil when `limit` is 0) and the count (when asked for).
     private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
-        -> (rows: PostgresRows?, count: Int?, layout: TableLayout) {
-        let layout = TableLayout.forClass(query.className)
-        if layout.table == "objects" { try ObjectStore.validate(className: query.className) }
-        let readers: [String]? = auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
+        -> (rows: PostgresRows?, count: Int?) {
         var rows: PostgresRows?
-        if query.limit > 0 {
-            let compiled = try Self.compile { () throws(QueryError) in try compiledQueries.compileSelect(query, layout: layout, readerIDs: readers) }
+        if let compiled = try select(query, auth: auth) {
             rows = try await Self.run(compiled, on: db)
         }
         var count: Int?
         if query.count {
-            let compiled = try Self.compile { () throws(QueryError) in try QueryCompiler.compileCount(query, layout: layout, readerIDs: readers) }
+            let compiled = try Self.compile { () throws(QueryError) in
+                try QueryCompiler.compileCount(query, layout: TableLayout.forClass(query.className), readerIDs: Self.readers(auth))
+            }
             count = try await Self.run(compiled, on: db).first?["count"].int ?? 0
         }
-        return (rows, count, layout)
+        return (rows, count)
+    }
+
+    /// The SELECT of the rows of `query` that `auth` may read, or nil when `limit` is 0.
+    private func select(_ query: ParseQuery, auth: Auth) throws(ParseError) -> CompiledQuery? {
+        let layout = TableLayout.forClass(query.className)
+        if layout.table == "objects" { try ObjectStore.validate(className: query.className) }
+        guard query.limit > 0 else { return nil }
+        return try Self.compile { () throws(QueryError) in
+            try compiledQueries.compileSelect(query, layout: layout, readerIDs: Self.readers(auth))
+        }
+    }
+
+    /// The ACL readers a query filters on: nil for the master key (no filter).
+    private static func readers(_ auth: Auth) -> [String]? {
+        auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
     }
 
     /// One row as the Parse object of its class, reduced to `query.keys` when given.
@@ -99,9 +138,14 @@ public struct QueryRunner: Sendable {
         do {
             return try await db.read(compiled.sql, compiled.parameters)
         } catch {
-            if let queryError = QueryError(databaseError: error) { throw ParseError(queryError) }
-            throw ParseError.database(error)
+            throw readError(error)
         }
+    }
+
+    /// A failed query as the Parse error the caller gets.
+    private static func readError(_ error: PostgresError) -> ParseError {
+        if let queryError = QueryError(databaseError: error) { return ParseError(queryError) }
+        return ParseError.database(error)
     }
 }
 

@@ -6,10 +6,11 @@ public typealias HTTPHandler = @Sendable (HTTPRequest, RequestContext) async thr
 public typealias HTTPInlineHandler = @Sendable (HTTPRequest, RequestContext) -> HTTPResponse
 
 /// The inline half of an inline-first route: runs on the connection's event loop before any
-/// middleware and returns a response when it can answer synchronously (a cache hit), or nil to
-/// hand the request to the route's async handler. It gets no `RequestContext`: none is built
-/// for a request answered inline. It must not block.
-public typealias HTTPInlineAttempt = @Sendable (HTTPRequest) -> HTTPResponse?
+/// middleware, with no `RequestContext` (none is built for a request answered inline). It
+/// returns true when it takes the request, and then answers through the responder exactly once:
+/// at once (a cache hit) or later on the same loop (a database read's completion). False hands
+/// the request to the route's async handler. It must not block.
+public typealias HTTPInlineAttempt = @Sendable (HTTPRequest, HTTPResponder) -> Bool
 
 /// A step around async handlers (Hummingbird style): it may change the request or context,
 /// answer early, or change the response `next` returns.

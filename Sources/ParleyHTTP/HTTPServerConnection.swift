@@ -314,14 +314,10 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         case .found(let route, let parameters):
             if case .inlineFirst(let attempt, let handler) = route.handler {
                 let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
-                if let response = attempt(request) {
-                    enqueue(Slot(
-                        sequence: sequence, method: request.method, route: route, response: response, keepAlive: request.head.keepAlive,
-                        started: started))
-                } else {
-                    enqueue(Slot(
-                        sequence: sequence, method: request.method, route: route, response: nil, keepAlive: request.head.keepAlive,
-                        started: started))
+                enqueue(Slot(
+                    sequence: sequence, method: request.method, route: route, response: nil, keepAlive: request.head.keepAlive,
+                    started: started))
+                if !attempt(request, HTTPResponder { [self] response in respond(sequence, response) }) {
                     runAsync(handler, request, makeContext(route, parameters), sequence: sequence)
                 }
                 return
@@ -394,11 +390,17 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             } catch {
                 response = core.response(for: error, context: requestContext)
             }
-            if loop.inEventLoop {
-                self.complete(sequence, response)
-            } else {
-                loop.execute { self.complete(sequence, response) }
-            }
+            self.respond(sequence, response)
+        }
+    }
+
+    /// Completes request `sequence` from any thread: at once on the connection's loop, else there.
+    private func respond(_ sequence: UInt64, _ response: HTTPResponse) {
+        let loop = connection.loop
+        if loop.inEventLoop {
+            complete(sequence, response)
+        } else {
+            loop.execute { self.complete(sequence, response) }
         }
     }
 

@@ -3,8 +3,8 @@
 public enum RouteHandler: Sendable {
     case inline(HTTPInlineHandler)
     case async(HTTPHandler)
-    /// Tries the inline answer on the loop; when it returns nil, runs the async handler (with its
-    /// middleware) as a task, as for `.async`.
+    /// Tries the inline answer on the loop; when it declines (returns false), runs the async
+    /// handler (with its middleware) as a task, as for `.async`.
     case inlineFirst(HTTPInlineAttempt, HTTPHandler)
     case upgrade(HTTPUpgradeHandler)
 }
@@ -63,12 +63,14 @@ public final class Router {
     }
 
     /// Registers an inline-first route: `inline` runs on the event loop for each request, without
-    /// middleware, context or task; when it returns nil the request goes to `handler`, which runs
-    /// as a task through the current middleware exactly like a route registered with `on(_:_:use:)`.
+    /// middleware, context or task; when it returns false the request goes to `handler`, which
+    /// runs as a task through the current middleware exactly like a route registered with
+    /// `on(_:_:use:)`.
     ///
-    /// For endpoints that can usually answer from memory (a cached `/users/me`). Whatever checks
-    /// the middleware would make (authentication, rate limits) `inline` must make itself, or
-    /// return nil; logging middleware does not see inline answers (the observer does).
+    /// For endpoints that can usually answer from memory (a cached `/users/me`) or from one
+    /// database read whose completion runs on the loop (a find). Whatever checks the middleware
+    /// would make (authentication, rate limits) `inline` must make itself, or return false;
+    /// logging middleware does not see inline answers (the observer does).
     @discardableResult
     public func on(_ method: HTTPMethod, _ pattern: String, inline: @escaping HTTPInlineAttempt, else handler: @escaping HTTPHandler) -> Router {
         register(method, pattern, middlewares: middlewares, inline: inline, handler: handler)

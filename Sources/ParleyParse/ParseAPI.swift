@@ -38,9 +38,20 @@ public final class ParseAPI: Sendable {
     /// Registers the API's routes on a group whose prefix is the mount path.
     public func register(on group: RouterGroup) {
         let handler: HTTPHandler = { [self] request, context in await self.handle(request, context: context) }
-        // A cache hit answers on the event loop; `cachedMe` makes the same app id, REST key and
-        // session checks as `prepare`, and anything it cannot answer takes the full path.
-        group.on(.get, "/users/me", inline: { [self] request in self.cachedMe(request) }, else: handler)
+        // A cache hit answers on the event loop, and a find answers from its read's completion
+        // there; both make the same app id, REST key and session checks as `prepare`, and
+        // anything they cannot answer takes the full path.
+        group.on(.get, "/users/me", inline: { [self] request, respond in
+            guard let response = cachedMe(request) else { return false }
+            respond(response)
+            return true
+        }, else: handler)
+        group.on(.get, "/users", inline: { [self] request, respond in
+            answerFind(request, className: ClassName.user, respond: respond)
+        }, else: handler)
+        group.on(.get, "/classes/:className", inline: { [self] request, respond in
+            answerFind(request, className: request.parameters["className"] ?? "", respond: respond)
+        }, else: handler)
         for method in [HTTPMethod.get, .post, .put, .delete, .options] {
             group.on(method, "*", use: handler)
         }
@@ -51,14 +62,48 @@ public final class ParseAPI: Sendable {
     /// It answers only what `handle` would answer the same way: a GET without body, the right
     /// app id (and REST key when one is configured), a live cached session and a cached user.
     public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
-        if let restKey = configuration.restAPIKey {
-            guard let given = request.headers["X-Parse-REST-API-Key"], constantTimeEquals(given, restKey) else { return nil }
-        }
-        guard request.method == .get, request.body.isEmpty,
-              let appID = request.headers["X-Parse-Application-Id"], constantTimeEquals(appID, configuration.applicationID),
+        guard request.method == .get, request.body.isEmpty, keysCheckOut(request),
               let token = request.headers["X-Parse-Session-Token"], let session = accounts.sessions.cache.get(token),
               let bytes = accounts.users.cache.serialized(session.userId, sessionToken: token) else { return nil }
         return HTTPResponse(status: .ok, headers: Self.baseHeaders, body: bytes)
+    }
+
+    /// `GET {mount}/users` or `GET {mount}/classes/:className` answered from one read whose
+    /// completion runs on the event loop, without a task: the inline half of the find routes.
+    /// Returns false (the full path) for anything `handle` might answer differently: a body, a
+    /// master key, a session token whose session is not cached, a `count`, an invalid query
+    /// (the full path words the error), and `_Installation` and `_Session`, whose finds have rules
+    /// of their own.
+    func answerFind(_ request: HTTPRequest, className: String, respond: HTTPResponder) -> Bool {
+        guard className != ClassName.installation, className != ClassName.session,
+              request.method == .get, request.body.isEmpty, request.headers["X-Parse-Master-Key"] == nil,
+              keysCheckOut(request) else { return false }
+        var session: SessionInfo?
+        if let token = request.headers["X-Parse-Session-Token"], !token.isEmpty {
+            guard let cached = accounts.sessions.cache.get(token) else { return false }
+            session = cached
+        }
+        guard let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),
+              !query.count else { return false }
+        let auth = Auth(isMaster: false, user: session, installationId: request.headers["X-Parse-Installation-Id"] ?? session?.installationId)
+        queries.findJSON(query, auth: auth, on: accounts.database) { [self] result in
+            switch result {
+            case .success(let bytes):
+                respond(HTTPResponse(status: .ok, headers: Self.baseHeaders, body: bytes))
+            case .failure(let error):
+                respond(render(errorResponse(error, path: request.path, logger: logger), method: .get))
+            }
+        }
+        return true
+    }
+
+    /// Whether the request carries the app id and, when one is configured, the REST key.
+    private func keysCheckOut(_ request: HTTPRequest) -> Bool {
+        if let restKey = configuration.restAPIKey {
+            guard let given = request.headers["X-Parse-REST-API-Key"], constantTimeEquals(given, restKey) else { return false }
+        }
+        guard let appID = request.headers["X-Parse-Application-Id"] else { return false }
+        return constantTimeEquals(appID, configuration.applicationID)
     }
 
     // MARK: Request handling
@@ -74,13 +119,18 @@ public final class ParseAPI: Sendable {
             let parseRequest = try await prepare(request, envelope: envelope)
             response = try await dispatch(parseRequest)
         } catch {
-            let failure = Self.failure(error)
-            if case .parse(.internalError(let detail)) = failure {
-                context.logger.error("parse request failed", [("error", detail), ("path", request.path)])
-            }
-            response = ParseErrorMapping.response(for: failure)
+            response = errorResponse(error, path: request.path, logger: context.logger)
         }
         return render(response, method: request.method)
+    }
+
+    /// The response for a failed request; internal errors are logged, with `path`.
+    private func errorResponse(_ error: any Error, path: String, logger: Logger) -> ParseResponse {
+        let failure = Self.failure(error)
+        if case .parse(.internalError(let detail)) = failure {
+            logger.error("parse request failed", [("error", detail), ("path", path)])
+        }
+        return ParseErrorMapping.response(for: failure)
     }
 
     /// Checks the app id and keys, resolves the session, and builds the `ParseRequest`.

@@ -57,6 +57,13 @@ public final class PostgresClient: Sendable {
         try await onPoolLoop(sql, params, prepared: true, batchable: true)
     }
 
+    /// `read` without a task, for callers on an event loop thread (an inline HTTP answer): the
+    /// statement goes through that loop's pool and `completion` runs on the loop, once.
+    public func read(_ sql: String, _ params: [PostgresData] = [], completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+        // Off the loops, `pool()` picks one round robin and `submit`'s precondition stops the call.
+        pool().submit(sql, params, prepared: true, batchable: true, completion: completion)
+    }
+
     /// Sends the statement through the pool of the caller's loop, or of the next loop round robin.
     private func onPoolLoop(_ sql: String, _ params: [PostgresData], prepared: Bool, batchable: Bool) async throws(PostgresError) -> PostgresRows {
         let pool = pool()

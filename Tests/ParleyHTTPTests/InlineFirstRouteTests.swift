@@ -1,10 +1,12 @@
 import Foundation
 import ParleyNet
+import Synchronization
 import XCTest
 @testable import ParleyHTTP
 
-/// `Router.on(_:_:inline:else:)`: the inline answer skips middleware and tasks, a nil falls back
-/// to the async handler through the middleware, and pipelined answers keep request order.
+/// `Router.on(_:_:inline:else:)`: the inline answer (at once or later, from the loop) skips
+/// middleware and tasks, a declined request falls back to the async handler through the
+/// middleware, and pipelined answers keep request order.
 final class InlineFirstRouteTests: XCTestCase {
     private var group: EventLoopGroup!
     private var server: HTTPServer!
@@ -22,8 +24,18 @@ final class InlineFirstRouteTests: XCTestCase {
         group = try EventLoopGroup(threads: 1)
         let router = Router()
         router.add(middleware: Stamp())
-        router.on(.get, "/me", inline: { request in
-            request.headers["X-Fast"] == nil ? nil : HTTPResponse(body: "inline")
+        router.on(.get, "/me", inline: { request, respond in
+            switch request.headers["X-Fast"] {
+            case nil:
+                return false
+            case "later"?:
+                // Answered from a later loop turn, as a database completion would be.
+                EventLoop.current?.schedule(after: .milliseconds(10)) { respond(HTTPResponse(body: "later")) }
+                return true
+            default:
+                respond(HTTPResponse(body: "inline"))
+                return true
+            }
         }, else: { _, context in
             try await Task.sleep(for: .milliseconds(5))
             return HTTPResponse(body: "async \(context.route ?? "?")")
@@ -60,14 +72,24 @@ final class InlineFirstRouteTests: XCTestCase {
         XCTAssertEqual(bodies, ["async /me", "inline", "async /me", "inline"])
     }
 
+    func testLaterAnswerKeepsItsPlaceInThePipeline() throws {
+        let all = try exchange(
+            "GET /me HTTP/1.1\r\nX-Fast: later\r\n\r\nGET /me HTTP/1.1\r\nX-Fast: 1\r\n\r\nGET /me HTTP/1.1\r\nX-Fast: later\r\nConnection: close\r\n\r\n")
+        let bodies = all.components(separatedBy: "HTTP/1.1 200 OK").dropFirst().map { $0.components(separatedBy: "\r\n\r\n").last ?? "" }
+        XCTAssertEqual(bodies, ["later", "inline", "later"])
+        XCTAssertFalse(all.contains("X-Middleware"), all)
+    }
+
     func testHeadFallsBackToTheGetRoute() async throws {
         let router = Router()
-        router.on(.get, "/x", inline: { _ in HTTPResponse(body: "inline") }, else: { _, _ in HTTPResponse(body: "async") })
+        router.on(.get, "/x", inline: { _, respond in respond(HTTPResponse(body: "inline")); return true }, else: { _, _ in HTTPResponse(body: "async") })
         guard case .found(let route, _) = router.makeTable().match(.head, path: "/x"), case .inlineFirst(let attempt, let handler) = route.handler else {
             return XCTFail("HEAD /x should find the inline-first GET route")
         }
         let request = HTTPRequest(head: try HTTPRequestHead(method: .head, target: "/x"))
-        XCTAssertEqual(attempt(request)?.body, Array("inline".utf8))
+        let answered = Mutex<HTTPResponse?>(nil)
+        XCTAssertTrue(attempt(request, HTTPResponder { response in answered.withLock { $0 = response } }))
+        XCTAssertEqual(answered.withLock { $0?.body }, Array("inline".utf8))
         let response = try await handler(request, RequestContext(loop: try EventLoop(index: 0)))
         XCTAssertEqual(response.body, Array("async".utf8))
     }

@@ -1,4 +1,5 @@
 import ParleyNet
+import Synchronization
 import XCTest
 @testable import ParleyHTTP
 
@@ -148,7 +149,12 @@ final class RouterTests: XCTestCase {
         case .inline(let handler): return handler(request, context)
         case .async(let handler): return try await handler(request, context)
         case .inlineFirst(let attempt, let handler):
-            if let response = attempt(request) { return response }
+            // The attempts here answer at once or decline.
+            let answered = Mutex<HTTPResponse?>(nil)
+            if attempt(request, HTTPResponder { response in answered.withLock { $0 = response } }),
+               let response = answered.withLock({ $0 }) {
+                return response
+            }
             return try await handler(request, context)
         case .upgrade: return HTTPResponse(status: .switchingProtocols)
         }

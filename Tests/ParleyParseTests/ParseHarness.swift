@@ -5,6 +5,7 @@ import ParleyNet
 import ParleyParse
 import ParleyPostgres
 import ParleyTestSupport
+import Synchronization
 import XCTest
 
 /// A real HTTP server on 127.0.0.1 with the Parse API mounted at /parse, over a fresh migrated
@@ -18,6 +19,8 @@ final class ParseHarness: @unchecked Sendable {
     let appID = "test-app"
     let masterKey = "test-master"
     let restKey: String?
+    /// Counts the requests that took the full (task) path rather than an inline answer.
+    let fullPath = FullPathCounter()
 
     static var migrationsDirectory: String {
         var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
@@ -38,6 +41,7 @@ final class ParseHarness: @unchecked Sendable {
         api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey),
                        accountsConfiguration: accounts, database: database, blockingPool: pool)
         let router = Router()
+        router.add(middleware: fullPath)
         api.register(on: router)
         server = HTTPServer(group: group, configuration: .init(host: "127.0.0.1", port: 0), router: router)
         try server.start()
@@ -91,6 +95,18 @@ final class ParseHarness: @unchecked Sendable {
         let reply = try call("POST", "/parse/users", body: body)
         XCTAssertEqual(reply.status, 201, "\(reply.json ?? "")")
         return (reply["objectId"] as? String ?? "", reply["sessionToken"] as? String ?? "")
+    }
+}
+
+/// Middleware that counts the requests it sees: inline answers skip middleware.
+final class FullPathCounter: HTTPMiddleware {
+    private let count = Atomic<Int>(0)
+
+    var requests: Int { count.load(ordering: .relaxed) }
+
+    func handle(_ request: HTTPRequest, context: RequestContext, next: (HTTPRequest, RequestContext) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        count.add(1, ordering: .relaxed)
+        return try await next(request, context)
     }
 }
 
