@@ -1,13 +1,26 @@
 /// Answers one request an inline attempt took (see `HTTPInlineAttempt`). Call it exactly once;
 /// from the connection's event loop it writes at once, from elsewhere it hops there first.
 public struct HTTPResponder: Sendable {
-    private let answer: @Sendable (HTTPResponse) -> Void
+    private enum Target: Sendable {
+        case connection(HTTPServerConnection, sequence: UInt64)
+        case closure(@Sendable (HTTPResponse) -> Void)
+    }
 
+    private let target: Target
+
+    /// A responder that hands the response to `answer` (for tests and adapters).
     public init(_ answer: @escaping @Sendable (HTTPResponse) -> Void) {
-        self.answer = answer
+        target = .closure(answer)
+    }
+
+    init(connection: HTTPServerConnection, sequence: UInt64) {
+        target = .connection(connection, sequence: sequence)
     }
 
     public func callAsFunction(_ response: HTTPResponse) {
-        answer(response)
+        switch target {
+        case .connection(let connection, let sequence): connection.respond(sequence, response)
+        case .closure(let answer): answer(response)
+        }
     }
 }

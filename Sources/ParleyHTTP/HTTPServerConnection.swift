@@ -79,6 +79,10 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private var closed = false
     private var handedOver = false
     private var pendingUpgrade: (handler: HTTPUpgradeHandler, request: HTTPRequest, context: RequestContext)?
+    /// While an inline attempt runs: its request's sequence, and the answer if it gives one at
+    /// once (queued then as a ready slot, written without touching the queue when it is empty).
+    private var attemptSequence: UInt64?
+    private var attemptAnswer: HTTPResponse?
     private var deadlineKind = Deadline.none
     private var deadline: UInt64 = 0
 
@@ -314,12 +318,14 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         case .found(let route, let parameters):
             if case .inlineFirst(let attempt, let handler) = route.handler {
                 let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
+                attemptSequence = sequence
+                let taken = attempt(request, HTTPResponder(connection: self, sequence: sequence))
+                attemptSequence = nil
+                let answer = attemptAnswer.take()
                 enqueue(Slot(
-                    sequence: sequence, method: request.method, route: route, response: nil, keepAlive: request.head.keepAlive,
+                    sequence: sequence, method: request.method, route: route, response: answer, keepAlive: request.head.keepAlive,
                     started: started))
-                if !attempt(request, HTTPResponder { [self] response in respond(sequence, response) }) {
-                    runAsync(handler, request, makeContext(route, parameters), sequence: sequence)
-                }
+                if !taken { runAsync(handler, request, makeContext(route, parameters), sequence: sequence) }
                 return
             }
             var slot = Slot(
@@ -395,12 +401,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// Completes request `sequence` from any thread: at once on the connection's loop, else there.
-    private func respond(_ sequence: UInt64, _ response: HTTPResponse) {
+    func respond(_ sequence: UInt64, _ response: HTTPResponse) {
         let loop = connection.loop
-        if loop.inEventLoop {
-            complete(sequence, response)
+        guard loop.inEventLoop else {
+            loop.execute { self.respond(sequence, response) }
+            return
+        }
+        if sequence == attemptSequence {
+            attemptAnswer = response
         } else {
-            loop.execute { self.complete(sequence, response) }
+            complete(sequence, response)
         }
     }
 
