@@ -11,6 +11,21 @@ struct PreparedStatementCache {
     struct Key: Hashable {
         let sql: String
         let types: [UInt32]
+
+        /// Hashes the length, the types and at most `sampledBytes` of the text (the end, where
+        /// compiled queries differ: their WHERE, ORDER BY and LIMIT), not all of it: hashing
+        /// a whole SELECT cost more than the rest of a statement's lookup. Equality still
+        /// compares the whole text, so statements that share the sampled bytes only share a bucket.
+        func hash(into hasher: inout Hasher) {
+            var sql = sql
+            sql.withUTF8 { bytes in
+                hasher.combine(bytes.count)
+                hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[max(0, bytes.count - Self.sampledBytes)...])))
+            }
+            hasher.combine(types)
+        }
+
+        static let sampledBytes = 96
     }
 
     /// One prepared statement (or one being prepared: its PREPARE may still be in flight).

@@ -41,6 +41,24 @@ final class PostgresPreparedStatementTests: XCTestCase {
         await test.shutdown()
     }
 
+    /// The cache hashes only the end of long statements: ones that differ only before it (same
+    /// length, the same last 250 bytes) are still distinct statements with their own results.
+    func testStatementsDifferingOnlyAtTheStartStayApart() async throws {
+        let test = try await TestClient(prefix: "phash") { $0.connectionsPerLoop = 1 }
+        let client = test.client
+        let tail = " AS v FROM generate_series(1, 1) AS g WHERE g > 0 " + String(repeating: "AND g IS NOT NULL ", count: 12)
+        let statements = (1...3).map { "SELECT $1::int8 + \($0)" + tail }
+        for _ in 0..<2 {
+            for (index, sql) in statements.enumerated() {
+                let answer = try await client.query(sql, [.int(100)])
+                XCTAssertEqual(answer.first?["v"].int, 101 + index, sql)
+            }
+        }
+        let prepared = try await preparedStatements(client)
+        XCTAssertEqual(prepared, statements.sorted())
+        await test.shutdown()
+    }
+
     func testSameTextWithOtherParameterTypesIsAnotherStatement() async throws {
         let test = try await TestClient(prefix: "ptypes") { $0.connectionsPerLoop = 1 }
         let client = test.client
