@@ -17,7 +17,8 @@ public struct QueryRunner: Sendable {
         var results: [JSONObject] = []
         if let rows {
             results.reserveCapacity(rows.count)
-            for row in rows { results.append(Self.json(row, query: query, auth: auth)) }
+            let output = RowOutput(query, auth: auth)
+            for row in rows { results.append(output.object(row)) }
         }
         return (results, count)
     }
@@ -27,7 +28,7 @@ public struct QueryRunner: Sendable {
     /// the result (`RowJSONWriter`) instead of being built as objects first.
     public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let (rows, count) = try await fetch(query, auth: auth, on: db)
-        return Self.resultJSON(rows, count: count, query: query, auth: auth)
+        return RowOutput(query, auth: auth).body(rows, count: count)
     }
 
     /// `findJSON` without a task, for a query without `count` and a caller on an event loop
@@ -42,44 +43,15 @@ public struct QueryRunner: Sendable {
         } catch {
             return completion(.failure(error))
         }
-        guard let compiled else { return completion(.success(Self.resultJSON(nil, count: nil, query: query, auth: auth))) }
+        // The completion keeps what writing the rows needs, not the whole query.
+        let output = RowOutput(query, auth: auth)
+        guard let compiled else { return completion(.success(output.body(nil, count: nil))) }
         database.read(compiled.sql, compiled.parameters) { result in
             switch result {
-            case .success(let rows): completion(.success(Self.resultJSON(rows, count: nil, query: query, auth: auth)))
+            case .success(let rows): completion(.success(output.body(rows, count: nil)))
             case .failure(let error): completion(.failure(Self.readError(error)))
             }
         }
-    }
-
-    /// The response body for `rows` (nil when `limit` was 0) and `count`.
-    private static func resultJSON(_ rows: PostgresRows?, count: Int?, query: ParseQuery, auth: Auth) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32 + (rows?.count ?? 0) * 256)
-        bytes.append(contentsOf: #"{"results":["#.utf8)
-        if let rows, !rows.isEmpty {
-            let isUser = query.className == ClassName.user
-            let writesDirectly = query.keys == nil && (isUser || TableLayout.forClass(query.className).table == "objects")
-            let writer = writesDirectly ? RowJSONWriter(rows.columns) : nil
-            for (position, row) in rows.enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                if let writer {
-                    if isUser {
-                        writer.writeUser(row, viewer: auth, into: &bytes)
-                    } else {
-                        writer.writeObject(row, into: &bytes)
-                    }
-                } else {
-                    JSONValue.object(Self.json(row, query: query, auth: auth)).serialize(into: &bytes)
-                }
-            }
-        }
-        bytes.append(UInt8(ascii: "]"))
-        if let count {
-            bytes.append(contentsOf: #","count":"#.utf8)
-            JSONValue.int(Int64(count)).serialize(into: &bytes)
-        }
-        bytes.append(UInt8(ascii: "}"))
-        return bytes
     }
 
     /// The rows (nil when `limit` is 0) and the count (when asked for).
@@ -114,18 +86,6 @@ public struct QueryRunner: Sendable {
         auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
     }
 
-    /// One row as the Parse object of its class, reduced to `query.keys` when given.
-    private static func json(_ row: PostgresRow, query: ParseQuery, auth: Auth) -> JSONObject {
-        let json: JSONObject
-        switch query.className {
-        case ClassName.user: json = UserStore.json(row, viewer: auth)
-        case ClassName.installation: json = InstallationStore.json(row)
-        case ClassName.session: json = SessionStore.json(row)
-        default: json = ObjectStore.json(row)
-        }
-        return RowJSON.select(json, keys: query.keys)
-    }
-
     private static func compile(_ body: () throws(QueryError) -> CompiledQuery) throws(ParseError) -> CompiledQuery {
         do {
             return try body()
@@ -157,5 +117,61 @@ extension ParseError {
         case .invalidJSON(let message): self = .invalidJSON(message)
         case .operationForbidden(let message): self = .operationForbidden(message)
         }
+    }
+}
+
+/// What turns a find's rows into Parse JSON: the class, `keys` and the viewer.
+private struct RowOutput {
+    let className: String
+    let keys: [String]?
+    let viewer: Auth
+
+    init(_ query: ParseQuery, auth: Auth) {
+        className = query.className
+        keys = query.keys
+        viewer = auth
+    }
+
+    /// One row as the Parse object of its class, reduced to `keys` when given.
+    func object(_ row: PostgresRow) -> JSONObject {
+        let json: JSONObject
+        switch className {
+        case ClassName.user: json = UserStore.json(row, viewer: viewer)
+        case ClassName.installation: json = InstallationStore.json(row)
+        case ClassName.session: json = SessionStore.json(row)
+        default: json = ObjectStore.json(row)
+        }
+        return RowJSON.select(json, keys: keys)
+    }
+
+    /// The response body for `rows` (nil when `limit` was 0) and `count`.
+    func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32 + (rows?.count ?? 0) * 512)
+        bytes.append(contentsOf: #"{"results":["#.utf8)
+        if let rows, !rows.isEmpty {
+            let isUser = className == ClassName.user
+            let writesDirectly = keys == nil && (isUser || TableLayout.forClass(className).table == "objects")
+            let writer = writesDirectly ? RowJSONWriter(rows.columns) : nil
+            for (position, row) in rows.enumerated() {
+                if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                if let writer {
+                    if isUser {
+                        writer.writeUser(row, viewer: viewer, into: &bytes)
+                    } else {
+                        writer.writeObject(row, into: &bytes)
+                    }
+                } else {
+                    JSONValue.object(object(row)).serialize(into: &bytes)
+                }
+            }
+        }
+        bytes.append(UInt8(ascii: "]"))
+        if let count {
+            bytes.append(contentsOf: #","count":"#.utf8)
+            JSONValue.int(Int64(count)).serialize(into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 }

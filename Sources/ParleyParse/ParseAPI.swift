@@ -86,12 +86,14 @@ public final class ParseAPI: Sendable {
         guard let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),
               !query.count else { return false }
         let auth = Auth(isMaster: false, user: session, installationId: request.headers["X-Parse-Installation-Id"] ?? session?.installationId)
+        // The completion keeps the class name for the error log, not the request.
         queries.findJSON(query, auth: auth, on: accounts.database) { [self] result in
             switch result {
             case .success(let bytes):
                 respond(HTTPResponse(status: .ok, headers: Self.baseHeaders, body: bytes))
             case .failure(let error):
-                respond(render(errorResponse(error, path: request.path, logger: logger), method: .get))
+                let path = className == ClassName.user ? "/users" : "/classes/" + className
+                respond(render(errorResponse(error, path: configuration.mountPath + path, logger: logger), method: .get))
             }
         }
         return true
