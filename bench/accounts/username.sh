@@ -6,8 +6,8 @@
 # Starts a temporary PostgreSQL cluster and `parley serve` on it (Parley applies the migrations),
 # seeds 100,000 users through SQL (usernames "1".."100000"), then for ROUNDS rounds runs, in
 # alternating order, `wrk -t2 -cCONNECTIONS -dDURATION` with bench/accounts/username.lua (random
-# usernames, anonymous) and `pgbench -M prepared -cCONNECTIONS -j2 -TDURATION` over
-# bench/accounts/username.sql (the SQL QueryCompiler emits, kept identical by
+# usernames, anonymous; each thread formats REQUEST_POOL of them once and cycles) and
+# `pgbench -M prepared -cCONNECTIONS -j2 -TDURATION` over bench/accounts/username.sql (the SQL QueryCompiler emits, kept identical by
 # QueryBenchScriptTests). Prints requests/s of each, the medians and the ratio.
 #
 # Usage: bench/accounts/username.sh [--pgbench-only] [--no-build]
@@ -17,7 +17,8 @@
 #   --url           a running server whose database is --database-url (seeded with --seed;
 #                   otherwise it must already hold users "1".."100000")
 # Environment: BENCH_ROUNDS (1-10, default 3), BENCH_DURATION (seconds, 1-60, default 10),
-#              BENCH_CONNECTIONS (1-128, default 16), PARLEY_APP_ID (default parley).
+#              BENCH_CONNECTIONS (1-128, default 16), PARLEY_APP_ID (default parley),
+#              REQUEST_POOL (random requests each wrk thread prepares, default 20000).
 # The report also goes to bench/results/username-<time>.txt (not committed).
 set -euo pipefail
 
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
         --database-url) external_database="$2"; shift ;;
         --app-id) parley_app_id="$2"; shift ;;
         --seed) seed_external=1 ;;
-        -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (try --help)" ;;
     esac
     shift
