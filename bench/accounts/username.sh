@@ -7,8 +7,9 @@
 # seeds 100,000 users through SQL (usernames "1".."100000"), then for ROUNDS rounds runs, in
 # alternating order, `wrk -t2 -cCONNECTIONS -dDURATION` with bench/accounts/username.lua (random
 # usernames, anonymous; each thread formats REQUEST_POOL of them once and cycles) and
-# `pgbench -M prepared -cCONNECTIONS -j2 -TDURATION` over bench/accounts/username.sql (the SQL QueryCompiler emits, kept identical by
-# QueryBenchScriptTests). Prints requests/s of each, the medians and the ratio.
+# `pgbench -M prepared -cCONNECTIONS -j2 -TDURATION` over bench/accounts/username.sql (the SQL
+# QueryCompiler emits, kept identical by QueryBenchScriptTests). Prints requests/s of each, the
+# medians and the ratio.
 #
 # Usage: bench/accounts/username.sh [--pgbench-only] [--no-build]
 #        bench/accounts/username.sh --url http://host:port --database-url URL [--app-id ID] [--seed]
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
         --database-url) external_database="$2"; shift ;;
         --app-id) parley_app_id="$2"; shift ;;
         --seed) seed_external=1 ;;
-        -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (try --help)" ;;
     esac
     shift
