@@ -60,14 +60,17 @@ struct RowJSONWriter {
     }
 
     /// The `data` members not `written` already, then the metadata, then the closing brace.
+    /// The `data` and `acl` texts are read in place from the result (`PostgresCell.withBytes`).
     private func writeDataAndMetadata(_ row: PostgresRow, into bytes: inout [UInt8], written: (MemberKey) -> Bool) {
-        var created = text(row, createdAt).flatMap(PostgresText.parseTimestamp)
-        var updated = text(row, updatedAt).flatMap(PostgresText.parseTimestamp)
-        var aclText = text(row, acl)
-        if var dataText = text(row, data) {
+        var created = cell(row, createdAt)?.timestampMilliseconds
+        var updated = cell(row, updatedAt)?.timestampMilliseconds
+        let aclCell = cell(row, acl)
+        var aclPending = aclCell.map { !$0.isNull } ?? false
+        if let dataCell = cell(row, data) {
             let start = bytes.count
-            let copied = dataText.withUTF8 { utf8 in
-                JSONObjectText.forEachMember(utf8) { rawKey, value in
+            let copied = dataCell.withBytes { utf8 -> Bool? in
+                guard let utf8 else { return nil }
+                return JSONObjectText.forEachMember(utf8) { rawKey, value in
                     let key = MemberKey(rawKey)
                     guard !written(key) else { return }
                     bytes.append(contentsOf: #",""#.utf8)
@@ -79,20 +82,20 @@ struct RowJSONWriter {
                     } else if let milliseconds = updated, Self.equals(key, "updatedAt") {
                         Self.appendDate(milliseconds, to: &bytes)
                         updated = nil
-                    } else if let replacement = aclText, Self.equals(key, "ACL") {
-                        Self.appendJSON(replacement, to: &bytes)
-                        aclText = nil
+                    } else if aclPending, let aclCell, Self.equals(key, "ACL") {
+                        Self.appendJSON(aclCell, to: &bytes)
+                        aclPending = false
                     } else {
                         JSONObjectText.appendCompact(value, to: &bytes)
                     }
                 }
             }
             // Not an object (data the schema never writes): no members, as the parsing path.
-            if !copied {
+            if copied == false {
                 bytes.removeSubrange(start...)
-                created = text(row, createdAt).flatMap(PostgresText.parseTimestamp)
-                updated = text(row, updatedAt).flatMap(PostgresText.parseTimestamp)
-                aclText = text(row, acl)
+                created = cell(row, createdAt)?.timestampMilliseconds
+                updated = cell(row, updatedAt)?.timestampMilliseconds
+                aclPending = aclCell.map { !$0.isNull } ?? false
             }
         }
         if let created {
@@ -103,16 +106,19 @@ struct RowJSONWriter {
             bytes.append(contentsOf: #","updatedAt":"#.utf8)
             Self.appendDate(updated, to: &bytes)
         }
-        if let aclText {
+        if aclPending, let aclCell {
             bytes.append(contentsOf: #","ACL":"#.utf8)
-            Self.appendJSON(aclText, to: &bytes)
+            Self.appendJSON(aclCell, to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
     }
 
     private func text(_ row: PostgresRow, _ column: Int?) -> String? {
-        guard let column else { return nil }
-        return row[column].string
+        cell(row, column)?.string
+    }
+
+    private func cell(_ row: PostgresRow, _ column: Int?) -> PostgresCell? {
+        column.map { row[$0] }
     }
 
     /// A quoted ISO-8601 date (never needs escaping).
@@ -122,10 +128,11 @@ struct RowJSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    /// A `jsonb` column's text (valid JSON by its type), compacted.
-    private static func appendJSON(_ text: String, to bytes: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { JSONObjectText.appendCompact($0, to: &bytes) }
+    /// A non-NULL `jsonb` cell's text (valid JSON by its type), compacted.
+    private static func appendJSON(_ cell: PostgresCell, to bytes: inout [UInt8]) {
+        cell.withBytes { utf8 in
+            if let utf8 { JSONObjectText.appendCompact(utf8, to: &bytes) }
+        }
     }
 
     /// Byte equality with the decoded key, as `JSONObject` compares keys (not Unicode equivalence).

@@ -5,10 +5,11 @@ import Glibc
 
 /// Conversions between libpq's C API and the client's Swift types.
 enum LibPQ {
-    /// Copies a `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result into Swift values. `knownColumns`
-    /// (the columns of an earlier result of the same prepared statement) is reused when the
-    /// result has exactly those columns, which saves building the column index per result.
-    static func rows(_ result: OpaquePointer, knownColumns: PostgresColumns? = nil) -> PostgresRows {
+    /// A `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result as rows that read their cells from it.
+    /// `knownColumns` (the columns of an earlier result of the same prepared statement) is reused
+    /// when the result has exactly those columns, which saves building the column index per result.
+    static func rows(_ owned: LibPQResult, knownColumns: PostgresColumns? = nil) -> PostgresRows {
+        let result = owned.pointer
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
         let columns: PostgresColumns
@@ -25,24 +26,9 @@ enum LibPQ {
             }
             columns = PostgresColumns(names: names, typeOIDs: oids)
         }
-        var cells: [String?] = []
-        cells.reserveCapacity(rowCount * columnCount)
-        for r in 0..<rowCount {
-            for c in 0..<columnCount {
-                if PQgetisnull(result, Int32(r), Int32(c)) == 1 {
-                    cells.append(nil)
-                } else {
-                    let length = Int(PQgetlength(result, Int32(r), Int32(c)))
-                    let value = PQgetvalue(result, Int32(r), Int32(c))!
-                    cells.append(value.withMemoryRebound(to: UInt8.self, capacity: length) {
-                        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-                    })
-                }
-            }
-        }
         let tag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
         let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
-        return PostgresRows(columns: columns, cells: cells, commandTag: tag, affectedRows: affected)
+        return PostgresRows(columns: columns, result: rowCount > 0 ? owned : nil, rowCount: rowCount, commandTag: tag, affectedRows: affected)
     }
 
     /// Whether `result` has exactly `columns` (count, names and type OIDs).
@@ -78,13 +64,14 @@ enum LibPQ {
         )
     }
 
-    /// A finished result as rows or an error. Clears nothing: the caller owns `result`.
-    static func outcome(_ result: OpaquePointer, knownColumns: PostgresColumns? = nil) -> Result<PostgresRows, PostgresError> {
+    /// A finished result as rows (which keep `owned` while they are used) or an error.
+    static func outcome(_ owned: LibPQResult, knownColumns: PostgresColumns? = nil) -> Result<PostgresRows, PostgresError> {
+        let result = owned.pointer
         switch PQresultStatus(result) {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE:
-            return .success(rows(result, knownColumns: knownColumns))
+            return .success(rows(owned, knownColumns: knownColumns))
         case PGRES_EMPTY_QUERY:
-            return .success(PostgresRows(columns: PostgresColumns(names: [], typeOIDs: []), cells: [], commandTag: "", affectedRows: 0))
+            return .success(PostgresRows(columns: PostgresColumns(names: [], typeOIDs: []), result: nil, rowCount: 0, commandTag: "", affectedRows: 0))
         case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
             let error = serverError(result)
             if PostgresError.isConnectionTermination(error.sqlState) {

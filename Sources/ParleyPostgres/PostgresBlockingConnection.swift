@@ -56,7 +56,6 @@ public final class PostgresBlockingConnection {
             if PQstatus(connection) != CONNECTION_OK { throw .connectionClosed(message) }
             throw .sendFailed(message)
         }
-        defer { PQclear(result) }
-        return try LibPQ.outcome(result).get()
+        return try LibPQ.outcome(LibPQResult(result)).get()
     }
 }

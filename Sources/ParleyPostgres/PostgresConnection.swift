@@ -321,7 +321,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         }
         var finished: [(PendingStatement, Result<PostgresRows, PostgresError>)] = []
         while PQisBusy(conn) == 0 {
-            guard let result = PQgetResult(conn) else {
+            guard let pointer = PQgetResult(conn) else {
                 // The end of one statement's results, or nothing more to read yet.
                 guard case .statement(let head)? = pending.first, head.endsRemaining > 0, head.sawResult else { break }
                 head.endsRemaining -= 1
@@ -332,8 +332,9 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
                 }
                 continue
             }
-            defer { PQclear(result) }
-            if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
+            // Cleared when the last reference goes: at once, or after the rows made of it.
+            let result = LibPQResult(pointer)
+            if PQresultStatus(pointer) == PGRES_PIPELINE_SYNC {
                 if case .statement(let head)? = pending.popFirst() {
                     finished.append((head, finish(head)))
                 }

@@ -1,3 +1,6 @@
+import CLibPQ
+import ParleyLog
+
 /// Column metadata shared by every row of one result.
 public final class PostgresColumns: Sendable {
     /// Column names in result order.
@@ -32,24 +35,29 @@ public final class PostgresColumns: Sendable {
 }
 
 /// The result of one statement: rows (possibly none) plus the command tag.
+///
+/// The cells stay in libpq's result, which the rows keep alive: a cell becomes a `String` (or a
+/// number, a date…) only when it is read, and `PostgresCell.withBytes` reads it in place.
 public struct PostgresRows: Sendable, RandomAccessCollection {
     public let columns: PostgresColumns
-    /// Cells row by row, `nil` for SQL NULL, in PostgreSQL's text format.
-    let cells: [String?]
+    /// The result holding the cells (PostgreSQL's text format); nil when there are no rows.
+    let result: LibPQResult?
+    let rowCount: Int
     /// The command tag, e.g. `INSERT 0 1` or `SELECT 3`.
     public let commandTag: String
     /// Rows affected by INSERT/UPDATE/DELETE/SELECT/MOVE/FETCH/COPY (0 when the tag has no count).
     public let affectedRows: Int
 
-    init(columns: PostgresColumns, cells: [String?], commandTag: String, affectedRows: Int) {
+    init(columns: PostgresColumns, result: LibPQResult?, rowCount: Int, commandTag: String, affectedRows: Int) {
         self.columns = columns
-        self.cells = cells
+        self.result = result
+        self.rowCount = result == nil ? 0 : rowCount
         self.commandTag = commandTag
         self.affectedRows = affectedRows
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { columns.names.isEmpty ? 0 : cells.count / columns.names.count }
+    public var endIndex: Int { rowCount }
     public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
 }
 
@@ -64,14 +72,15 @@ public struct PostgresRow: Sendable {
     /// The cell of the first column with this name; a NULL cell when there is no such column
     /// (check `contains(_:)` when that matters).
     public subscript(_ name: String) -> PostgresCell {
-        guard let column = rows.columns.index(of: name) else { return PostgresCell(text: nil, typeOID: 0) }
+        guard let column = rows.columns.index(of: name) else { return PostgresCell(result: nil, row: 0, column: 0, typeOID: 0) }
         return self[column]
     }
 
-    /// The cell at a column index (precondition: `0 <= column < count`).
+    /// The cell at a column index (precondition: `0 <= column < count`, and the row is one of its result).
     public subscript(_ column: Int) -> PostgresCell {
         precondition(column >= 0 && column < count, "column index \(column) out of range 0..<\(count)")
-        return PostgresCell(text: rows.cells[index * count + column], typeOID: rows.columns.typeOIDs[column])
+        precondition(index >= 0 && index < rows.rowCount, "row \(index) of \(rows.rowCount)")
+        return PostgresCell(result: rows.result, row: Int32(index), column: Int32(column), typeOID: rows.columns.typeOIDs[column])
     }
 
     /// Whether the result has a column with this name.
@@ -81,12 +90,42 @@ public struct PostgresRow: Sendable {
 /// One value of a row in text format, with typed accessors. Each accessor returns nil for NULL
 /// and for text that does not parse as that type.
 public struct PostgresCell: Sendable, Equatable {
-    /// The raw text, nil for SQL NULL.
-    public let text: String?
+    private let result: LibPQResult?
+    private let row: Int32
+    private let column: Int32
     /// The column's type OID.
     public let typeOID: UInt32
 
-    public var isNull: Bool { text == nil }
+    init(result: LibPQResult?, row: Int32, column: Int32, typeOID: UInt32) {
+        self.result = result
+        self.row = row
+        self.column = column
+        self.typeOID = typeOID
+    }
+
+    /// Calls `body` with the cell's text as UTF-8 bytes, in place (nil for SQL NULL). The bytes
+    /// are valid only inside `body`.
+    public func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
+        guard let result, PQgetisnull(result.pointer, row, column) == 0, let value = PQgetvalue(result.pointer, row, column) else {
+            return try body(nil)
+        }
+        let length = Int(PQgetlength(result.pointer, row, column))
+        return try value.withMemoryRebound(to: UInt8.self, capacity: length) { try body(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+
+    /// The raw text, nil for SQL NULL.
+    public var text: String? {
+        withBytes { bytes in bytes.map { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    public var isNull: Bool {
+        guard let result else { return true }
+        return PQgetisnull(result.pointer, row, column) == 1
+    }
+
+    public static func == (lhs: PostgresCell, rhs: PostgresCell) -> Bool {
+        lhs.typeOID == rhs.typeOID && lhs.text == rhs.text
+    }
 
     /// The text as is.
     public var string: String? { text }
@@ -107,10 +146,12 @@ public struct PostgresCell: Sendable, Equatable {
     }
 
     public var bool: Bool? {
-        switch text {
-        case "t", "true": true
-        case "f", "false": false
-        default: nil
+        withBytes { bytes in
+            guard let bytes else { return nil }
+            if bytes.count == 1 {
+                return bytes[0] == UInt8(ascii: "t") ? true : bytes[0] == UInt8(ascii: "f") ? false : nil
+            }
+            return bytes.elementsEqual("true".utf8) ? true : bytes.elementsEqual("false".utf8) ? false : nil
         }
     }
 
@@ -119,8 +160,7 @@ public struct PostgresCell: Sendable, Equatable {
 
     /// `timestamptz`, `timestamp` (read as UTC) or `date` as milliseconds since the Unix epoch.
     public var timestampMilliseconds: Int64? {
-        guard let text else { return nil }
-        return PostgresText.parseTimestamp(text)
+        withBytes { bytes in bytes.flatMap { UTCTime.parseTimestamp(bytes: $0) } }
     }
 
     /// `bytea` contents.

@@ -73,6 +73,31 @@ final class PostgresDecodingTests: XCTestCase {
         await test.shutdown()
     }
 
+    /// Cells are read from libpq's result in place: rows stay readable after later statements
+    /// on the same connection and from another thread, `withBytes` tells NULL from the empty
+    /// string, and cells compare by type and text.
+    func testRowsKeepTheirResultAlive() async throws {
+        let test = try await TestClient(prefix: "rowsalive") { $0.connectionsPerLoop = 1 }
+        let client = test.client
+        let first = try await client.query("SELECT g AS n, repeat('x', g) AS s, NULL::text AS z, ''::text AS e FROM generate_series(1, 50) g")
+        for _ in 0..<20 { _ = try await client.query("SELECT repeat('y', 1000) AS s") }
+        let sums = await Task.detached { first.reduce(0) { $0 + ($1["s"].string?.count ?? -1000) } }.value
+        XCTAssertEqual(sums, (1...50).reduce(0, +))
+        let row = first[49]
+        XCTAssertEqual(row["n"].int, 50)
+        XCTAssertEqual(row["s"].withBytes { $0.map { Array($0) } }, Array(repeating: UInt8(ascii: "x"), count: 50))
+        XCTAssertTrue(row["z"].withBytes { $0 == nil })
+        XCTAssertTrue(row["z"].isNull)
+        XCTAssertEqual(row["e"].withBytes { $0?.count }, 0)
+        XCTAssertFalse(row["e"].isNull)
+        XCTAssertEqual(row["e"].string, "")
+        XCTAssertEqual(first[3]["n"], first[3]["n"])
+        XCTAssertNotEqual(first[3]["n"], first[4]["n"])
+        XCTAssertTrue(row["missing"].isNull, "an unknown column reads as NULL")
+        XCTAssertTrue(row["missing"].withBytes { $0 == nil })
+        await test.shutdown()
+    }
+
     func testParameterWithNULByteIsRejectedClearly() async throws {
         let test = try await TestClient(prefix: "nul")
         do {
