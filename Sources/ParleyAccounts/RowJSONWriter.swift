@@ -17,33 +17,38 @@ struct RowJSONWriter {
     private let objectID, createdAt, updatedAt, acl, data: Int?
     private let username, email, emailVerified: Int?
 
+    private static let columnNames = PostgresColumnNames([
+        "object_id", "created_at", "updated_at", "acl", "data", "username", "email", "email_verified",
+    ])
+
     init(_ columns: PostgresColumns) {
-        objectID = columns.index(of: "object_id")
-        createdAt = columns.index(of: "created_at")
-        updatedAt = columns.index(of: "updated_at")
-        acl = columns.index(of: "acl")
-        data = columns.index(of: "data")
-        username = columns.index(of: "username")
-        email = columns.index(of: "email")
-        emailVerified = columns.index(of: "email_verified")
+        let positions = columns.positions(of: Self.columnNames)
+        objectID = positions[0]
+        createdAt = positions[1]
+        updatedAt = positions[2]
+        acl = positions[3]
+        data = positions[4]
+        username = positions[5]
+        email = positions[6]
+        emailVerified = positions[7]
     }
 
     /// `UserStore.json(row, viewer:)`, serialized.
     func writeUser(_ row: PostgresRow, viewer: Auth, into bytes: inout [UInt8]) {
-        let objectId = text(row, objectID) ?? ""
-        bytes.append(contentsOf: #"{"objectId":"#.utf8)
-        JSONValue.string(objectId).serialize(into: &bytes)
-        bytes.append(contentsOf: #","username":"#.utf8)
-        JSONValue.string(text(row, username) ?? "").serialize(into: &bytes)
+        let objectIdCell = cell(row, objectID)
+        bytes.append(#"{"objectId":"#)
+        Self.appendString(objectIdCell, to: &bytes)
+        bytes.append(#","username":"#)
+        Self.appendString(cell(row, username), to: &bytes)
         var wroteEmail = false
-        if viewer.isMaster || viewer.userId == objectId, let email = text(row, email) {
-            bytes.append(contentsOf: #","email":"#.utf8)
-            JSONValue.string(email).serialize(into: &bytes)
+        if viewer.isMaster || Self.cell(objectIdCell, equals: viewer.userId), let emailCell = cell(row, email), !emailCell.isNull {
+            bytes.append(#","email":"#)
+            Self.appendString(emailCell, to: &bytes)
             wroteEmail = true
         }
         var wroteVerified = false
         if let emailVerified, let verified = row[emailVerified].bool {
-            bytes.append(contentsOf: verified ? #","emailVerified":true"#.utf8 : #","emailVerified":false"#.utf8)
+            bytes.append(verified ? #","emailVerified":true"# : #","emailVerified":false"#)
             wroteVerified = true
         }
         writeDataAndMetadata(row, into: &bytes) { key in
@@ -54,16 +59,16 @@ struct RowJSONWriter {
 
     /// `ObjectStore.json(row)`, serialized.
     func writeObject(_ row: PostgresRow, into bytes: inout [UInt8]) {
-        bytes.append(contentsOf: #"{"objectId":"#.utf8)
-        JSONValue.string(text(row, objectID) ?? "").serialize(into: &bytes)
+        bytes.append(#"{"objectId":"#)
+        Self.appendString(cell(row, objectID), to: &bytes)
         writeDataAndMetadata(row, into: &bytes) { Self.equals($0, "objectId") }
     }
 
     /// The `data` members not `written` already, then the metadata, then the closing brace.
     /// The `data` and `acl` texts are read in place from the result (`PostgresCell.withBytes`).
     private func writeDataAndMetadata(_ row: PostgresRow, into bytes: inout [UInt8], written: (MemberKey) -> Bool) {
-        var created = cell(row, createdAt)?.timestampMilliseconds
-        var updated = cell(row, updatedAt)?.timestampMilliseconds
+        var created = Timestamp(cell(row, createdAt))
+        var updated = Timestamp(cell(row, updatedAt))
         let aclCell = cell(row, acl)
         var aclPending = aclCell.map { !$0.isNull } ?? false
         if let dataCell = cell(row, data) {
@@ -73,14 +78,14 @@ struct RowJSONWriter {
                 return JSONObjectText.forEachMember(utf8) { rawKey, value in
                     let key = MemberKey(rawKey)
                     guard !written(key) else { return }
-                    bytes.append(contentsOf: #",""#.utf8)
+                    bytes.append(#",""#)
                     bytes.append(contentsOf: rawKey)
-                    bytes.append(contentsOf: #"":"#.utf8)
-                    if let milliseconds = created, Self.equals(key, "createdAt") {
-                        Self.appendDate(milliseconds, to: &bytes)
+                    bytes.append(#"":"#)
+                    if let timestamp = created, Self.equals(key, "createdAt") {
+                        timestamp.append(to: &bytes)
                         created = nil
-                    } else if let milliseconds = updated, Self.equals(key, "updatedAt") {
-                        Self.appendDate(milliseconds, to: &bytes)
+                    } else if let timestamp = updated, Self.equals(key, "updatedAt") {
+                        timestamp.append(to: &bytes)
                         updated = nil
                     } else if aclPending, let aclCell, Self.equals(key, "ACL") {
                         Self.appendJSON(aclCell, to: &bytes)
@@ -93,39 +98,76 @@ struct RowJSONWriter {
             // Not an object (data the schema never writes): no members, as the parsing path.
             if copied == false {
                 bytes.removeSubrange(start...)
-                created = cell(row, createdAt)?.timestampMilliseconds
-                updated = cell(row, updatedAt)?.timestampMilliseconds
+                created = Timestamp(cell(row, createdAt))
+                updated = Timestamp(cell(row, updatedAt))
                 aclPending = aclCell.map { !$0.isNull } ?? false
             }
         }
         if let created {
-            bytes.append(contentsOf: #","createdAt":"#.utf8)
-            Self.appendDate(created, to: &bytes)
+            bytes.append(#","createdAt":"#)
+            created.append(to: &bytes)
         }
         if let updated {
-            bytes.append(contentsOf: #","updatedAt":"#.utf8)
-            Self.appendDate(updated, to: &bytes)
+            bytes.append(#","updatedAt":"#)
+            updated.append(to: &bytes)
         }
         if aclPending, let aclCell {
-            bytes.append(contentsOf: #","ACL":"#.utf8)
+            bytes.append(#","ACL":"#)
             Self.appendJSON(aclCell, to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
-    }
-
-    private func text(_ row: PostgresRow, _ column: Int?) -> String? {
-        cell(row, column)?.string
     }
 
     private func cell(_ row: PostgresRow, _ column: Int?) -> PostgresCell? {
         column.map { row[$0] }
     }
 
-    /// A quoted ISO-8601 date (never needs escaping).
-    private static func appendDate(_ milliseconds: Int64, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        UTCTime.appendISO8601(milliseconds: milliseconds, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+    /// A text cell as a JSON string, written from its bytes; `""` for NULL or no such column.
+    private static func appendString(_ cell: PostgresCell?, to bytes: inout [UInt8]) {
+        guard let cell else { return bytes.append(#""""#) }
+        cell.withBytes { utf8 in
+            JSONSerializer.writeString(utf8: utf8 ?? UnsafeBufferPointer(start: nil, count: 0), into: &bytes)
+        }
+    }
+
+    /// Whether a non-NULL text cell holds exactly `text`'s bytes.
+    private static func cell(_ cell: PostgresCell?, equals text: String?) -> Bool {
+        guard let cell, var text else { return false }
+        return cell.withBytes { utf8 in
+            guard let utf8 else { return false }
+            return text.withUTF8 { $0.elementsEqual(utf8) }
+        }
+    }
+
+    /// A timestamp cell a row's JSON has: nil for NULL and for text that is not a timestamp.
+    private enum Timestamp {
+        /// PostgreSQL's UTC text, which `UTCTime.appendISO8601(postgresUTC:to:)` rewrites as is.
+        case postgresUTC(PostgresCell)
+        case milliseconds(Int64)
+
+        init?(_ cell: PostgresCell?) {
+            guard let cell else { return nil }
+            let usual = cell.withBytes { utf8 in utf8.map(UTCTime.isPostgresUTC) ?? false }
+            if usual {
+                self = .postgresUTC(cell)
+            } else if let milliseconds = cell.timestampMilliseconds {
+                self = .milliseconds(milliseconds)
+            } else {
+                return nil
+            }
+        }
+
+        /// A quoted ISO-8601 date (never needs escaping).
+        func append(to bytes: inout [UInt8]) {
+            bytes.append(UInt8(ascii: "\""))
+            switch self {
+            case .postgresUTC(let cell):
+                cell.withBytes { utf8 in _ = utf8.map { UTCTime.appendISO8601(postgresUTC: $0, to: &bytes) } }
+            case .milliseconds(let milliseconds):
+                UTCTime.appendISO8601(milliseconds: milliseconds, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "\""))
+        }
     }
 
     /// A non-NULL `jsonb` cell's text (valid JSON by its type), compacted.

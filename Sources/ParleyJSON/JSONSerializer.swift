@@ -21,7 +21,7 @@ extension JSONValue {
 }
 
 /// Writes JSON text straight into a byte array, with no intermediate `String` per value.
-enum JSONSerializer {
+public enum JSONSerializer {
     static func write(_ value: JSONValue, into bytes: inout [UInt8]) {
         switch value {
         case .null:
@@ -81,50 +81,62 @@ enum JSONSerializer {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
-    static func writeString(_ text: String, into bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
+    /// Appends `text` as a JSON string, escaped as `JSONValue.serialize` does.
+    public static func writeString(_ text: String, into bytes: inout [UInt8]) {
         var text = text
-        text.withUTF8 { utf8 in
-            guard let base = utf8.baseAddress else { return }
-            let count = utf8.count
-            var runStart = 0
-            var index = 0
-            while index < count {
-                // Most strings need no escape at all: skip them eight bytes at a time.
-                while index + 8 <= count && !JSONWordScan.needsEscape(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
-                    index += 8
-                }
-                guard index < count else { break }
-                let byte = base[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
-                    index += 1
-                    continue
-                }
-                bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: index - runStart))
-                index += 1
-                runStart = index
-                bytes.append(UInt8(ascii: "\\"))
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                    bytes.append(byte)
-                case 0x08:
-                    bytes.append(UInt8(ascii: "b"))
-                case 0x0C:
-                    bytes.append(UInt8(ascii: "f"))
-                case 0x0A:
-                    bytes.append(UInt8(ascii: "n"))
-                case 0x0D:
-                    bytes.append(UInt8(ascii: "r"))
-                case 0x09:
-                    bytes.append(UInt8(ascii: "t"))
-                default:
-                    bytes.append(contentsOf: "u00".utf8)
-                    bytes.append(hexDigit(byte >> 4))
-                    bytes.append(hexDigit(byte & 0x0F))
-                }
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: count - runStart))
-        }
+        text.withUTF8 { writeString(utf8: $0, into: &bytes) }
+    }
+
+    /// `writeString` for text that is already UTF-8 bytes (a database cell), with no `String` made.
+    public static func writeString(utf8: UnsafeBufferPointer<UInt8>, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        defer { bytes.append(UInt8(ascii: "\"")) }
+        guard let base = utf8.baseAddress else { return }
+        let count = utf8.count
+        var runStart = 0
+        var index = 0
+        while index < count {
+            // Most strings need no escape at all: skip them eight bytes at a time.
+            while index + 8 <= count && !JSONWordScan.needsEscape(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
+                index += 8
+            }
+            guard index < count else { break }
+            let byte = base[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
+                index += 1
+                continue
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: index - runStart))
+            index += 1
+            runStart = index
+            bytes.append(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                bytes.append(byte)
+            case 0x08:
+                bytes.append(UInt8(ascii: "b"))
+            case 0x0C:
+                bytes.append(UInt8(ascii: "f"))
+            case 0x0A:
+                bytes.append(UInt8(ascii: "n"))
+            case 0x0D:
+                bytes.append(UInt8(ascii: "r"))
+            case 0x09:
+                bytes.append(UInt8(ascii: "t"))
+            default:
+                bytes.append(contentsOf: "u00".utf8)
+                bytes.append(hexDigit(byte >> 4))
+                bytes.append(hexDigit(byte & 0x0F))
+            }
+        }
+        bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: count - runStart))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends a literal's UTF-8 bytes in one copy (JSON writers: keys and punctuation).
+    @inlinable
+    public mutating func append(_ literal: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 }

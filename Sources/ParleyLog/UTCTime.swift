@@ -48,6 +48,55 @@ public enum UTCTime {
         }
     }
 
+    /// Whether `text` is a `timestamptz` as PostgreSQL prints it in UTC with the ISO DateStyle
+    /// (`2024-05-06 07:08:09.123456+00`, the fraction optional), a valid date and time in years
+    /// 0000-9999: the text `appendISO8601(postgresUTC:to:)` rewrites.
+    public static func isPostgresUTC(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        let count = text.count
+        // "YYYY-MM-DD HH:MM:SS", then "." and 1 to 6 digits or nothing, then "+00".
+        guard count == 22 || (24...29).contains(count), let base = text.baseAddress,
+              base[4] == UInt8(ascii: "-"), base[7] == UInt8(ascii: "-"), base[10] == UInt8(ascii: " "),
+              base[13] == UInt8(ascii: ":"), base[16] == UInt8(ascii: ":"), count == 22 || base[19] == UInt8(ascii: "."),
+              base[count - 3] == UInt8(ascii: "+"), base[count - 2] == UInt8(ascii: "0"), base[count - 1] == UInt8(ascii: "0")
+        else { return false }
+        // Wrapping arithmetic and one flag for "not a digit": this runs for every row of a find.
+        var notDigit = false
+        func pair(_ index: Int) -> Int {
+            let tens = base[index] &- 48, ones = base[index + 1] &- 48
+            notDigit = notDigit || tens > 9 || ones > 9
+            return Int(tens) &* 10 &+ Int(ones)
+        }
+        let year = pair(0) &* 100 &+ pair(2), month = pair(5), day = pair(8)
+        let hour = pair(11), minute = pair(14), second = pair(17)
+        for index in 20..<max(20, count - 3) where base[index] &- 48 > 9 { return false }
+        return !notDigit && (1...12).contains(month) && day >= 1 && day <= daysInMonth(year: year, month: month)
+            && hour < 24 && minute < 60 && second < 60
+    }
+
+    /// Appends PostgreSQL's UTC text of a `timestamptz` (see `isPostgresUTC`) the way
+    /// `appendISO8601(milliseconds:to:)` writes the same instant, by moving its digits instead of
+    /// computing a date: every row of a find has two. Returns false, with nothing appended, for
+    /// any other text (an offset, BC, `infinity`…), which callers parse instead.
+    public static func appendISO8601(postgresUTC text: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) -> Bool {
+        guard isPostgresUTC(text) else { return false }
+        let fractionEnd = text.count - 3
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[0..<10]))
+        bytes.append(UInt8(ascii: "T"))
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[11..<19]))
+        bytes.append(UInt8(ascii: "."))
+        for index in 20..<23 { bytes.append(index < fractionEnd ? text[index] : UInt8(ascii: "0")) }
+        bytes.append(UInt8(ascii: "Z"))
+        return true
+    }
+
+    private static func daysInMonth(year: Int, month: Int) -> Int {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
     /// The usual case (years 0-9999), written digit by digit into 24 bytes: this runs for every
     /// timestamp of every row a query returns.
     private static func writeISO8601(year: Int, month: Int, day: Int, secondOfDay: Int, milliseconds: Int,

@@ -5,44 +5,26 @@ import Glibc
 
 /// Conversions between libpq's C API and the client's Swift types.
 enum LibPQ {
-    /// A `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result as rows that read their cells from it.
-    /// `knownColumns` (the columns of an earlier result of the same prepared statement) is reused
-    /// when the result has exactly those columns, which saves building the column index per result.
-    static func rows(_ owned: LibPQResult, knownColumns: PostgresColumns? = nil) -> PostgresRows {
-        let result = owned.pointer
-        let rowCount = Int(PQntuples(result))
+    /// The columns of a `PGRES_TUPLES_OK`/`PGRES_COMMAND_OK` result. `knownColumns` (the
+    /// columns of an earlier result of the same prepared statement) is reused when the count and
+    /// the type OIDs match, which saves building the column list per result. Names need no check:
+    /// PostgreSQL refuses to run a prepared statement whose result row type (names included)
+    /// changed since it was prepared ("cached plan must not change result type").
+    private static func columns(of result: OpaquePointer, known knownColumns: PostgresColumns?) -> PostgresColumns {
         let columnCount = Int(PQnfields(result))
-        let columns: PostgresColumns
-        if let knownColumns, describes(result, columnCount: columnCount, as: knownColumns) {
-            columns = knownColumns
-        } else {
-            var names: [String] = []
-            var oids: [UInt32] = []
-            names.reserveCapacity(columnCount)
-            oids.reserveCapacity(columnCount)
-            for c in 0..<columnCount {
-                names.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
-                oids.append(PQftype(result, Int32(c)))
-            }
-            columns = PostgresColumns(names: names, typeOIDs: oids)
+        if let knownColumns, knownColumns.typeOIDs.count == columnCount,
+           knownColumns.typeOIDs.indices.allSatisfy({ PQftype(result, Int32($0)) == knownColumns.typeOIDs[$0] }) {
+            return knownColumns
         }
-        let tag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
-        let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
-        return PostgresRows(columns: columns, result: rowCount > 0 ? owned : nil, rowCount: rowCount, commandTag: tag, affectedRows: affected)
-    }
-
-    /// Whether `result` has exactly `columns` (count, names and type OIDs).
-    private static func describes(_ result: OpaquePointer, columnCount: Int, as columns: PostgresColumns) -> Bool {
-        guard columns.names.count == columnCount else { return false }
+        var names: [String] = []
+        var oids: [UInt32] = []
+        names.reserveCapacity(columnCount)
+        oids.reserveCapacity(columnCount)
         for c in 0..<columnCount {
-            guard PQftype(result, Int32(c)) == columns.typeOIDs[c], let name = PQfname(result, Int32(c)) else { return false }
-            var known = columns.names[c]
-            let same = known.withUTF8 { utf8 in
-                strlen(name) == utf8.count && (utf8.isEmpty || memcmp(name, utf8.baseAddress!, utf8.count) == 0)
-            }
-            guard same else { return false }
+            names.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
+            oids.append(PQftype(result, Int32(c)))
         }
-        return true
+        return PostgresColumns(names: names, typeOIDs: oids)
     }
 
     /// The error of a `PGRES_FATAL_ERROR` result.
@@ -64,14 +46,23 @@ enum LibPQ {
         )
     }
 
-    /// A finished result as rows (which keep `owned` while they are used) or an error.
-    static func outcome(_ owned: LibPQResult, knownColumns: PostgresColumns? = nil) -> Result<PostgresRows, PostgresError> {
-        let result = owned.pointer
-        switch PQresultStatus(result) {
+    /// A finished result as rows, which own `result` from here on, or an error (`result` is
+    /// cleared).
+    static func outcome(taking result: OpaquePointer, knownColumns: PostgresColumns? = nil) -> Result<PostgresRows, PostgresError> {
+        let status = PQresultStatus(result)
+        switch status {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE:
-            return .success(rows(owned, knownColumns: knownColumns))
+            return .success(PostgresRows(LibPQResult(result, columns: columns(of: result, known: knownColumns))))
+        default:
+            defer { PQclear(result) }
+            return outcome(status, result)
+        }
+    }
+
+    private static func outcome(_ status: ExecStatusType, _ result: OpaquePointer) -> Result<PostgresRows, PostgresError> {
+        switch status {
         case PGRES_EMPTY_QUERY:
-            return .success(PostgresRows(columns: PostgresColumns(names: [], typeOIDs: []), result: nil, rowCount: 0, commandTag: "", affectedRows: 0))
+            return .success(PostgresRows(LibPQResult(nil, columns: PostgresColumns(names: [], typeOIDs: []))))
         case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
             let error = serverError(result)
             if PostgresError.isConnectionTermination(error.sqlState) {
@@ -84,7 +75,7 @@ enum LibPQ {
         case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:
             return .failure(.unsupported("COPY is not supported by this client"))
         default:
-            return .failure(.unsupported("unexpected result status \(PQresultStatus(result).rawValue)"))
+            return .failure(.unsupported("unexpected result status \(status.rawValue)"))
         }
     }
 
@@ -165,18 +156,17 @@ struct LibPQParameters {
         var bytes: [UInt8] = []
         types.reserveCapacity(params.count)
         offsets.reserveCapacity(params.count)
+        bytes.reserveCapacity(64 * params.count)
         for (i, param) in params.enumerated() {
             types.append(param.typeOID)
-            guard var text = param.textValue else {
+            let start = bytes.count
+            guard param.appendTextValue(to: &bytes) else {
                 offsets.append(-1)
                 continue
             }
-            let nul = text.withUTF8 { utf8 in
-                bytes.append(contentsOf: utf8)
-                return LibPQ.containsNUL(utf8)
-            }
+            let nul = bytes.withUnsafeBufferPointer { LibPQ.containsNUL(UnsafeBufferPointer(rebasing: $0[start...])) }
             if nul { throw .unsupported("parameter $\(i + 1) contains a NUL byte") }
-            offsets.append(bytes.count - text.utf8.count)
+            offsets.append(start)
             bytes.append(0)
         }
         self.types = types

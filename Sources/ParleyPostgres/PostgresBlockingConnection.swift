@@ -56,6 +56,6 @@ public final class PostgresBlockingConnection {
             if PQstatus(connection) != CONNECTION_OK { throw .connectionClosed(message) }
             throw .sendFailed(message)
         }
-        return try LibPQ.outcome(LibPQResult(result)).get()
+        return try LibPQ.outcome(taking: result).get()
     }
 }

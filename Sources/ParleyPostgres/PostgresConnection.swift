@@ -196,7 +196,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             if let cached = statements.lookup(key) {
                 // Its text was checked for NUL when it was prepared.
                 statement = cached
-                queued = parameters.withValues { PQsendQueryPrepared(conn, cached.name, parameters.count, $0, nil, nil, 0) } == 1
+                queued = parameters.withValues { PQsendQueryPrepared(conn, cached.cName, parameters.count, $0, nil, nil, 0) } == 1
             } else {
                 do throws(PostgresError) {
                     try LibPQ.checkNoNUL(sql, "the SQL text")
@@ -209,8 +209,8 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
                 // Statements already sent under the evicted name run before the DEALLOCATE.
                 queued = evicted.map { queueDeallocate(conn, $0.name) } ?? true
                 queued = queued
-                    && parameters.withTypes { PQsendPrepare(conn, entry.name, sql, parameters.count, $0) } == 1
-                    && parameters.withValues { PQsendQueryPrepared(conn, entry.name, parameters.count, $0, nil, nil, 0) } == 1
+                    && parameters.withTypes { PQsendPrepare(conn, entry.cName, sql, parameters.count, $0) } == 1
+                    && parameters.withValues { PQsendQueryPrepared(conn, entry.cName, parameters.count, $0, nil, nil, 0) } == 1
                 ends = 2
             }
         } else {
@@ -332,17 +332,19 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
                 }
                 continue
             }
-            // Cleared when the last reference goes: at once, or after the rows made of it.
-            let result = LibPQResult(pointer)
             if PQresultStatus(pointer) == PGRES_PIPELINE_SYNC {
+                PQclear(pointer)
                 if case .statement(let head)? = pending.popFirst() {
                     finished.append((head, finish(head)))
                 }
                 continue
             }
-            guard case .statement(let head)? = pending.first else { continue }
+            guard case .statement(let head)? = pending.first else {
+                PQclear(pointer)
+                continue
+            }
             head.sawResult = true
-            var outcome = LibPQ.outcome(result, knownColumns: head.statement?.columns)
+            var outcome = LibPQ.outcome(taking: pointer, knownColumns: head.statement?.columns)
             if let statement = head.statement {
                 switch outcome {
                 case .success(let rows):

@@ -38,6 +38,23 @@ public enum PostgresData: Sendable, Equatable {
         }
     }
 
+    /// Appends `textValue` to `bytes` with no `String` in between for text, JSON and text
+    /// arrays (the parameters of every find); false, appending nothing, for NULL.
+    func appendTextValue(to bytes: inout [UInt8]) -> Bool {
+        switch self {
+        case .null:
+            return false
+        case .text(var text), .json(var text):
+            text.withUTF8 { bytes.append(contentsOf: $0) }
+        case .textArray(let items):
+            PostgresText.appendArrayLiteral(items, to: &bytes)
+        default:
+            guard var text = textValue else { return false }
+            text.withUTF8 { bytes.append(contentsOf: $0) }
+        }
+        return true
+    }
+
     /// The value in PostgreSQL's text input format, nil for NULL.
     public var textValue: String? {
         switch self {

@@ -1,5 +1,6 @@
 import CLibPQ
 import ParleyLog
+import Synchronization
 
 /// Column metadata shared by every row of one result.
 public final class PostgresColumns: Sendable {
@@ -9,6 +10,8 @@ public final class PostgresColumns: Sendable {
     public let typeOIDs: [UInt32]
     /// A hash index for wide results; narrower ones are searched linearly (cheaper than hashing).
     private let indexByName: [String: Int]?
+    /// The last answer of `positions(of:)`.
+    private let rememberedPositions = Mutex<(names: PostgresColumnNames, positions: [Int?])?>(nil)
 
     /// Results with more columns than this get a hash index of their names.
     static let indexThreshold = 16
@@ -32,6 +35,27 @@ public final class PostgresColumns: Sendable {
         let length = name.utf8.count
         return names.firstIndex { $0.utf8.count == length && $0 == name }
     }
+
+    /// The position of each of `wanted`'s names (nil where absent). The last answer is kept:
+    /// every result of a prepared statement shares one columns object, so a writer that reads
+    /// the same columns of every find looks them up once, not once per result.
+    public func positions(of wanted: PostgresColumnNames) -> [Int?] {
+        if let remembered = rememberedPositions.withLock({ $0 }), remembered.names === wanted {
+            return remembered.positions
+        }
+        let positions = wanted.names.map { index(of: $0) }
+        rememberedPositions.withLock { $0 = (wanted, positions) }
+        return positions
+    }
+}
+
+/// Column names a reader looks up in many results (see `PostgresColumns.positions(of:)`).
+public final class PostgresColumnNames: Sendable {
+    public let names: [String]
+
+    public init(_ names: [String]) {
+        self.names = names
+    }
 }
 
 /// The result of one statement: rows (possibly none) plus the command tag.
@@ -39,60 +63,63 @@ public final class PostgresColumns: Sendable {
 /// The cells stay in libpq's result, which the rows keep alive: a cell becomes a `String` (or a
 /// number, a date…) only when it is read, and `PostgresCell.withBytes` reads it in place.
 public struct PostgresRows: Sendable, RandomAccessCollection {
-    public let columns: PostgresColumns
-    /// The result holding the cells (PostgreSQL's text format); nil when there are no rows.
-    let result: LibPQResult?
-    let rowCount: Int
-    /// The command tag, e.g. `INSERT 0 1` or `SELECT 3`.
-    public let commandTag: String
-    /// Rows affected by INSERT/UPDATE/DELETE/SELECT/MOVE/FETCH/COPY (0 when the tag has no count).
-    public let affectedRows: Int
+    let result: LibPQResult
 
-    init(columns: PostgresColumns, result: LibPQResult?, rowCount: Int, commandTag: String, affectedRows: Int) {
-        self.columns = columns
+    init(_ result: LibPQResult) {
         self.result = result
-        self.rowCount = result == nil ? 0 : rowCount
-        self.commandTag = commandTag
-        self.affectedRows = affectedRows
+    }
+
+    public var columns: PostgresColumns { result.columns }
+
+    /// The command tag, e.g. `INSERT 0 1` or `SELECT 3`.
+    public var commandTag: String {
+        guard let pointer = result.pointer, let tag = PQcmdStatus(pointer) else { return "" }
+        return String(cString: tag)
+    }
+
+    /// Rows affected by INSERT/UPDATE/DELETE/SELECT/MOVE/FETCH/COPY (0 when the tag has no count).
+    public var affectedRows: Int {
+        guard let pointer = result.pointer, let count = PQcmdTuples(pointer) else { return 0 }
+        return Int(String(cString: count)) ?? 0
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { rowCount }
-    public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
+    public var endIndex: Int { result.rowCount }
+    public subscript(position: Int) -> PostgresRow { PostgresRow(result: result, index: position) }
 }
 
 /// One row of a result. `row["name"]` or `row[0]` gives a cell with typed accessors.
 public struct PostgresRow: Sendable {
-    let rows: PostgresRows
+    let result: LibPQResult
     let index: Int
 
     /// Number of columns.
-    public var count: Int { rows.columns.names.count }
+    public var count: Int { result.columns.names.count }
 
     /// The cell of the first column with this name; a NULL cell when there is no such column
     /// (check `contains(_:)` when that matters).
     public subscript(_ name: String) -> PostgresCell {
-        guard let column = rows.columns.index(of: name) else { return PostgresCell(result: nil, row: 0, column: 0, typeOID: 0) }
+        guard let column = result.columns.index(of: name) else { return PostgresCell(result: nil, row: 0, column: 0, typeOID: 0) }
         return self[column]
     }
 
     /// The cell at a column index (precondition: `0 <= column < count`, and the row is one of its result).
     public subscript(_ column: Int) -> PostgresCell {
         precondition(column >= 0 && column < count, "column index \(column) out of range 0..<\(count)")
-        precondition(index >= 0 && index < rows.rowCount, "row \(index) of \(rows.rowCount)")
-        return PostgresCell(result: rows.result, row: Int32(index), column: Int32(column), typeOID: rows.columns.typeOIDs[column])
+        precondition(index >= 0 && index < result.rowCount, "row \(index) of \(result.rowCount)")
+        return PostgresCell(result: result, row: Int32(index), column: Int32(column), typeOID: result.columns.typeOIDs[column])
     }
 
     /// Whether the result has a column with this name.
-    public func contains(_ name: String) -> Bool { rows.columns.index(of: name) != nil }
+    public func contains(_ name: String) -> Bool { result.columns.index(of: name) != nil }
 }
 
 /// One value of a row in text format, with typed accessors. Each accessor returns nil for NULL
 /// and for text that does not parse as that type.
 public struct PostgresCell: Sendable, Equatable {
-    private let result: LibPQResult?
-    private let row: Int32
-    private let column: Int32
+    @usableFromInline let result: LibPQResult?
+    @usableFromInline let row: Int32
+    @usableFromInline let column: Int32
     /// The column's type OID.
     public let typeOID: UInt32
 
@@ -104,13 +131,15 @@ public struct PostgresCell: Sendable, Equatable {
     }
 
     /// Calls `body` with the cell's text as UTF-8 bytes, in place (nil for SQL NULL). The bytes
-    /// are valid only inside `body`.
+    /// are valid only inside `body`. Inlinable, so that callers in other modules get it
+    /// specialized: writers call it for most cells of every row.
+    @inlinable
     public func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
-        guard let result, PQgetisnull(result.pointer, row, column) == 0, let value = PQgetvalue(result.pointer, row, column) else {
+        guard let pointer = result?.pointer, PQgetisnull(pointer, row, column) == 0, let value = PQgetvalue(pointer, row, column) else {
             return try body(nil)
         }
-        let length = Int(PQgetlength(result.pointer, row, column))
-        return try value.withMemoryRebound(to: UInt8.self, capacity: length) { try body(UnsafeBufferPointer(start: $0, count: length)) }
+        let length = Int(PQgetlength(pointer, row, column))
+        return try body(UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length))
     }
 
     /// The raw text, nil for SQL NULL.
@@ -119,8 +148,8 @@ public struct PostgresCell: Sendable, Equatable {
     }
 
     public var isNull: Bool {
-        guard let result else { return true }
-        return PQgetisnull(result.pointer, row, column) == 1
+        guard let pointer = result?.pointer else { return true }
+        return PQgetisnull(pointer, row, column) == 1
     }
 
     public static func == (lhs: PostgresCell, rhs: PostgresCell) -> Bool {

@@ -42,8 +42,15 @@ public enum PostgresText {
 
     /// A one-dimensional array literal with every element double-quoted: `{"a","b\"c"}`.
     public static func arrayLiteral(_ items: [String]) -> String {
-        var out: [UInt8] = [UInt8(ascii: "{")]
+        var out: [UInt8] = []
         out.reserveCapacity(2 + items.reduce(0) { $0 + $1.utf8.count + 3 })
+        appendArrayLiteral(items, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `arrayLiteral(items)` to `bytes`.
+    static func appendArrayLiteral(_ items: [String], to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
         for (i, item) in items.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "\""))
@@ -54,7 +61,6 @@ public enum PostgresText {
             out.append(UInt8(ascii: "\""))
         }
         out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses `timestamptz`/`timestamp`/`date` output in the ISO DateStyle

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The server-side prepared statements of one connection, by SQL text and parameter types.
 ///
 /// Bounded: when full, preparing another statement evicts the least recently used one, which the
@@ -33,6 +37,8 @@ struct PreparedStatementCache {
         let key: Key
         /// The statement's name on the server (`parley_<n>`, unique per connection).
         let name: String
+        /// `name` as the C string libpq takes, made once rather than for every execution.
+        let cName: UnsafeMutablePointer<CChar>
         fileprivate(set) var lastUse: UInt64
         /// Columns of its last result; reused while the server describes the same columns.
         var columns: PostgresColumns?
@@ -40,7 +46,12 @@ struct PreparedStatementCache {
         fileprivate init(key: Key, name: String, lastUse: UInt64) {
             self.key = key
             self.name = name
+            cName = strdup(name)
             self.lastUse = lastUse
+        }
+
+        deinit {
+            free(cName)
         }
     }
 

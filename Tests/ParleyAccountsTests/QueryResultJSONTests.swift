@@ -36,6 +36,14 @@ final class QueryResultJSONTests: XCTestCase {
             """)
         try db.connection.query("UPDATE users SET email_verified = false, acl = '[1, \"two\"]' WHERE object_id = 'u2'")
         try db.connection.query("UPDATE users SET data = '\"not an object\"' WHERE object_id = 'u4'")
+        // Timestamps in every shape PostgreSQL prints (the writer rewrites the usual one in place).
+        try db.insertUser("t1", username: "t-whole-second", createdAt: "2024-02-29T12:00:00Z")
+        try db.insertUser("t2", username: "t-micro", createdAt: "2024-05-06T07:08:09.123456Z")
+        try db.insertUser("t3", username: "t-tenth", createdAt: "1999-12-31T23:59:59.1Z")
+        try db.insertUser("t4", username: "t-far", createdAt: "12345-01-01T00:00:00Z")
+        try db.insertUser("t5", username: "t-bc", createdAt: "0044-03-15T12:00:00Z")
+        try db.connection.query("UPDATE users SET created_at = '0044-03-15 12:00:00+00 BC', updated_at = 'infinity' WHERE object_id = 't5'")
+        try db.connection.query("UPDATE users SET updated_at = '-infinity' WHERE object_id = 't4'")
         try db.insertObject("Post", "p1", data: ["title": "hello", "createdAt": "shadowed", "objectId": "fake", "n": 1.5])
         try db.insertObject("Post", "p2", data: ["ACL": "kept: the row has no acl"])
         try db.connection.query(#"UPDATE objects SET acl = '{"*":{"read":true}}' WHERE object_id = 'p1'"#)
@@ -97,6 +105,9 @@ final class QueryResultJSONTests: XCTestCase {
                                                                    auth: .anonymous, on: db), as: UTF8.self)
         XCTAssertTrue(all.contains(#""createdAt":"1969-12-31T23:59:59.999Z""#), all)
         XCTAssertTrue(all.contains(#""ACL":{"kept":true}"#), all)
+        XCTAssertTrue(all.contains(#""createdAt":"2024-02-29T12:00:00.000Z""#), all)
+        XCTAssertTrue(all.contains(#""createdAt":"2024-05-06T07:08:09.123Z""#), all)
+        XCTAssertTrue(all.contains(#""createdAt":"1999-12-31T23:59:59.100Z""#), all)
     }
 
     func testRepeatedShapesGiveTheRowsOfTheirOwnValues() async throws {

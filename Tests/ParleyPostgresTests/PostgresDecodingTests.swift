@@ -136,4 +136,28 @@ final class PostgresDecodingTests: XCTestCase {
         XCTAssertNil(PostgresText.decodeBytea("\\x0"))
         XCTAssertEqual(PostgresText.arrayLiteral(["a\\b", "c\"d"]), "{\"a\\\\b\",\"c\\\"d\"}")
     }
+
+    /// PostgreSQL's UTC text is rewritten digit for digit into what parsing and printing the
+    /// instant gives; every other shape is refused (and parsed by the caller).
+    func testPostgresUTCTextIsRewrittenAsItsInstant() {
+        func rewritten(_ text: String) -> String? {
+            var bytes: [UInt8] = []
+            var text = text
+            let done = text.withUTF8 { UTCTime.appendISO8601(postgresUTC: $0, to: &bytes) }
+            XCTAssertEqual(done, !bytes.isEmpty, text)
+            return done ? String(decoding: bytes, as: UTF8.self) : nil
+        }
+        for text in ["2026-11-30 06:48:56.123456+00", "2026-11-30 06:48:56+00", "2026-11-30 06:48:56.1+00",
+                     "2026-11-30 06:48:56.12+00", "2026-11-30 06:48:56.999999+00", "1969-12-31 23:59:59.999+00",
+                     "0001-01-01 00:00:00+00", "9999-12-31 23:59:59.5+00", "2024-02-29 00:00:00+00"] {
+            XCTAssertEqual(rewritten(text), PostgresText.parseTimestamp(text).map(UTCTime.iso8601(milliseconds:)), text)
+        }
+        XCTAssertEqual(rewritten("2026-11-30 06:48:56.1+00"), "2026-11-30T06:48:56.100Z")
+        for text in ["2026-11-30 06:48:56+01", "2026-11-30 06:48:56+00 BC", "12026-11-30 06:48:56+00", "infinity",
+                     "2026-11-30 06:48:56.+00", "2026-11-30 06:48:56.1234567+00", "2023-02-29 00:00:00+00",
+                     "2026-13-30 06:48:56+00", "2026-11-30 24:00:00+00", "2026-11-30 06:60:56+00", "2026-11-30T06:48:56+00",
+                     "2026-11-30 06:48:56", "2026-11-3x 06:48:56+00", ""] {
+            XCTAssertNil(rewritten(text), text)
+        }
+    }
 }

@@ -172,12 +172,22 @@ public final class CompiledQueryCache: Sendable {
         }
 
         mutating func add(_ text: String) {
-            add(text.utf8.count)
-            bytes.append(contentsOf: text.utf8)
+            var text = text
+            text.withUTF8 { utf8 in
+                add(utf8.count)
+                bytes.append(contentsOf: utf8)
+            }
         }
 
+        /// Seven bits a byte, the last byte's high bit clear (LEB128): the numbers of a shape
+        /// (counts, `limit`, `skip`) are mostly one byte.
         mutating func add(_ number: Int) {
-            withUnsafeBytes(of: Int64(number).littleEndian) { bytes.append(contentsOf: $0) }
+            var rest = UInt64(bitPattern: Int64(number))
+            while rest >= 0x80 {
+                bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+                rest >>= 7
+            }
+            bytes.append(UInt8(truncatingIfNeeded: rest))
         }
 
         mutating func add(_ byte: UInt8) {

@@ -112,10 +112,14 @@ public enum QueryCompiler {
 
     /// The ids a row's `rperm` must share one of: the public `*`, then `readerIDs` (no repeats).
     static func readerList(_ readerIDs: [String]) -> [String] {
+        if readerIDs.isEmpty { return anonymousReaders }
         var readers = ["*"]
         for id in readerIDs where !readers.contains(id) { readers.append(id) }
         return readers
     }
+
+    /// `readerList([])`, made once: every anonymous find uses it.
+    private static let anonymousReaders = ["*"]
 
     /// `order`, else nearest first for `$nearSphere`; `object_id` breaks ties so paging with
     /// `skip` is stable.
