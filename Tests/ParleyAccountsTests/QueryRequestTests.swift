@@ -75,6 +75,11 @@ final class QueryRequestTests: XCTestCase {
         assertError([("explain", "true")], code: 102, mentioning: "explain")
         assertError([("frobnicate", "1")], code: 102, mentioning: "Invalid parameter for query: frobnicate")
         assertError([("where", "{}"), ("where", "{}")], code: 102, mentioning: "twice")
+        for name in ["order", "limit", "skip", "keys", "count"] {
+            assertError([(name, ""), ("where", "{}"), (name, "")], code: 102, mentioning: "\(name) is given twice")
+        }
+        assertError([("include", ""), ("include", "")], code: 102, mentioning: "include is given twice")
+        XCTAssertEqual(try parse([("_method", "GET"), ("_method", "GET"), ("hint", "a"), ("hint", "b")]), try parse([]))
     }
 
     func testJSONBodyForm() throws {

@@ -63,9 +63,9 @@ public struct ParseQuery: Sendable, Equatable {
     /// as is any other name.
     public static func fromRequest(className: String, parameters: [(name: String, value: String)]) throws(QueryError) -> ParseQuery {
         var query = ParseQuery(className: className)
-        var seen: [String] = []
+        var seen = SeenParameters()
         for (name, value) in parameters {
-            guard try accept(name, seen: &seen) else { continue }
+            guard try seen.accept(name) else { continue }
             switch name {
             case "where": query.where = try parseWhere(value)
             case "order": query.order = try parseOrder(value)
@@ -84,9 +84,9 @@ public struct ParseQuery: Sendable, Equatable {
     /// numbers as numbers or strings, `count` as 1, true or a string).
     public static func fromJSON(className: String, body: JSONObject) throws(QueryError) -> ParseQuery {
         var query = ParseQuery(className: className)
-        var seen: [String] = []
+        var seen = SeenParameters()
         for (name, value) in body {
-            guard try accept(name, seen: &seen) else { continue }
+            guard try seen.accept(name) else { continue }
             switch name {
             case "where":
                 switch value {
@@ -127,12 +127,32 @@ public struct ParseQuery: Sendable, Equatable {
     private static let ignoredParameters: Set<String> = ["readPreference", "includeReadPreference", "subqueryReadPreference", "hint", "comment"]
     private static let unsupportedParameters: Set<String> = ["include", "excludeKeys", "includeAll", "explain", "redirectClassNameForKey"]
 
-    /// Whether `name` is a parameter to read (false: ignore it); refuses repeats.
-    private static func accept(_ name: String, seen: inout [String]) throws(QueryError) -> Bool {
-        if name.utf8.first == 0x5F || ignoredParameters.contains(name) { return false }
-        guard !seen.contains(name) else { throw .invalidQuery("parameter \(name) is given twice") }
-        seen.append(name)
-        return true
+    /// The parameters read so far, to refuse repeats: the query's own six as bits (every find
+    /// has some, and this runs for each), any other name in a list.
+    private struct SeenParameters {
+        private var known: UInt8 = 0
+        private var others: [String] = []
+
+        /// Whether `name` is a parameter to read (false: ignore it); refuses repeats.
+        mutating func accept(_ name: String) throws(QueryError) -> Bool {
+            let bit: UInt8
+            switch name {
+            case "where": bit = 1
+            case "order": bit = 2
+            case "limit": bit = 4
+            case "skip": bit = 8
+            case "keys": bit = 16
+            case "count": bit = 32
+            default:
+                if name.utf8.first == 0x5F || ParseQuery.ignoredParameters.contains(name) { return false }
+                guard !others.contains(name) else { throw .invalidQuery("parameter \(name) is given twice") }
+                others.append(name)
+                return true
+            }
+            guard known & bit == 0 else { throw .invalidQuery("parameter \(name) is given twice") }
+            known |= bit
+            return true
+        }
     }
 
     private static func refuseUnsupported(_ name: String, empty: Bool) throws(QueryError) {
