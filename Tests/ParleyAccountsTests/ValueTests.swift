@@ -81,6 +81,28 @@ final class ValueTests: XCTestCase {
         cache.put(expired)
         XCTAssertNil(cache.get("t4"), "expired sessions are never served")
     }
+
+    func testUserCacheSerializedAddsTheSessionToken() throws {
+        let now = ManagedTime()
+        let cache = UserCache(capacity: 4, ttlMilliseconds: 1000, clock: { now.value })
+        let user: JSONObject = ["objectId": "u1", "username": "al\"ice", "n": 3]
+        cache.put("u1", user)
+        cache.put("empty", JSONObject())
+        for token in ["r:0123456789abcdef", "", "odd\"to\\ken\n\u{1}", "ünï"] {
+            var expected = user
+            expected["sessionToken"] = .string(token)
+            let bytes = try XCTUnwrap(cache.serialized("u1", sessionToken: token))
+            XCTAssertEqual(try JSONParser().parse(bytes), .object(expected), token)
+            XCTAssertEqual(try JSONParser().parse(XCTUnwrap(cache.serialized("empty", sessionToken: token))),
+                           .object(["sessionToken": .string(token)]), token)
+        }
+        XCTAssertEqual(
+            cache.serialized("u1", sessionToken: "t").map { String(decoding: $0, as: UTF8.self) },
+            #"{"objectId":"u1","username":"al\"ice","n":3,"sessionToken":"t"}"#)
+        XCTAssertNil(cache.serialized("nobody", sessionToken: "t"))
+        now.value += 1000
+        XCTAssertNil(cache.serialized("u1", sessionToken: "t"), "TTL")
+    }
 }
 
 final class ManagedTime: @unchecked Sendable {
