@@ -42,6 +42,13 @@ public struct HTTPHeaders: Sendable {
         return value(at: index)
     }
 
+    /// Calls `body` with the bytes of the first value of `name` (any case), without making a
+    /// `String`; nil when there is no such field.
+    public func withFirstValue<R>(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+        guard let index = firstIndex(of: name) else { return nil }
+        return try withValueBytes(at: index, body)
+    }
+
     /// Every value of `name`, in order.
     public func values(_ name: String) -> [String] {
         var result: [String] = []
@@ -117,11 +124,16 @@ public struct HTTPHeaders: Sendable {
     func firstIndex(of name: String) -> Int? {
         // Lengths first: most lookups (Parse reads seven headers per request) match no field,
         // and comparing a length is far cheaper than borrowing the name's bytes.
-        let length = name.utf8.count
-        for index in fields.indices where Int(fields[index].nameLength) == length && nameMatches(index, name) {
-            return index
+        let length = UInt32(truncatingIfNeeded: name.utf8.count)
+        var name = name
+        return name.withUTF8 { name in
+            storage.withUnsafeBufferPointer { bytes in
+                for index in fields.indices where fields[index].nameLength == length {
+                    if HTTPHeaders.nameEquals(bytes, at: Int(fields[index].nameStart), name) { return index }
+                }
+                return nil
+            }
         }
-        return nil
     }
 
     func nameMatches(_ index: Int, _ name: String) -> Bool {
@@ -172,14 +184,22 @@ public struct HTTPHeaders: Sendable {
     static func bytesEqualCaseInsensitive(_ bytes: UnsafeBufferPointer<UInt8>, _ start: UInt32, _ length: UInt32, _ name: String) -> Bool {
         var name = name
         return name.withUTF8 { other in
-            guard other.count == Int(length) else { return false }
-            var position = Int(start)
-            for byte in other {
-                if HTTPCharacterClass.lowercased(byte) != HTTPCharacterClass.lowercased(bytes[position]) { return false }
-                position += 1
-            }
-            return true
+            other.count == Int(length) && nameEquals(bytes, at: Int(start), other)
         }
+    }
+
+    /// Whether `bytes` from `start` begin with `name`, ignoring ASCII case (the caller checked
+    /// that they hold enough bytes).
+    @inline(__always)
+    static func nameEquals(_ bytes: UnsafeBufferPointer<UInt8>, at start: Int, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        var position = start
+        for byte in name {
+            let other = bytes[position]
+            // Names are mostly sent in the case they are looked up in: test equality first.
+            if byte != other, HTTPCharacterClass.lowercased(byte) != HTTPCharacterClass.lowercased(other) { return false }
+            position += 1
+        }
+        return true
     }
 
     /// Whether a comma-separated list value contains `token`, ignoring ASCII case and optional whitespace.

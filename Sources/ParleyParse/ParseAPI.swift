@@ -101,11 +101,12 @@ public final class ParseAPI: Sendable {
 
     /// Whether the request carries the app id and, when one is configured, the REST key.
     private func keysCheckOut(_ request: HTTPRequest) -> Bool {
+        // The values are compared where they lie in the head, without making strings.
+        let headers = request.head.headers
         if let restKey = configuration.restAPIKey {
-            guard let given = request.headers["X-Parse-REST-API-Key"], constantTimeEquals(given, restKey) else { return false }
+            guard headers.withFirstValue("X-Parse-REST-API-Key", { constantTimeEquals($0, restKey) }) == true else { return false }
         }
-        guard let appID = request.headers["X-Parse-Application-Id"] else { return false }
-        return constantTimeEquals(appID, configuration.applicationID)
+        return headers.withFirstValue("X-Parse-Application-Id") { constantTimeEquals($0, configuration.applicationID) } == true
     }
 
     // MARK: Request handling

@@ -83,6 +83,28 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertFalse(head.headers.containsToken("close", in: "Connection"))
     }
 
+    func testHeaderLookupMatchesWholeNamesInAnyCaseAndReadsValuesInPlace() throws {
+        let head = try parseHead(
+            "GET / HTTP/1.1\r\nX-Parse-Session-Tokens: no\r\nx-parse-session-token: first\r\n"
+                + "X-PARSE-SESSION-TOKEN: second\r\nX-Parse-Session-Toke: no\r\nX-Parse-Empty:\r\n"
+                + "X~Tilde: t\r\nX^Caret: c\r\n\r\n")
+        let headers = head.headers
+        XCTAssertEqual(headers["X-Parse-Session-Token"], "first", "the first of duplicates, whatever its case")
+        XCTAssertEqual(headers.values("x-Parse-session-TOKEN"), ["first", "second"])
+        XCTAssertEqual(headers.withFirstValue("X-Parse-Session-Token") { Array($0) }, Array("first".utf8))
+        XCTAssertEqual(headers.withFirstValue("X-Parse-Empty") { $0.count }, 0, "an empty value is present")
+        XCTAssertNil(headers.withFirstValue("X-Parse-Missing") { $0.count })
+        XCTAssertNil(headers["X-Parse-Session-Tok"], "a prefix is not a match")
+        XCTAssertNil(headers["X-Parse-Session-Token-"], "nor a longer name")
+        // Only letters fold: `~` (0x7E) and `^` (0x5E) differ by 0x20 but are different names.
+        XCTAssertEqual(headers["x~tilde"], "t")
+        XCTAssertNil(headers["X^Tilde"])
+        XCTAssertNil(headers["X~Caret"])
+        XCTAssertEqual(headers["X^CARET"], "c")
+        // Non-ASCII names never match a field (fields are tokens), and `é` is not folded.
+        XCTAssertNil(headers["X-Parse-Empté"])
+    }
+
     func testPercentDecodedPathAndQuery() throws {
         let head = try parseHead("GET /files/a%20b/%C3%A9t%C3%A9?q=caf%C3%A9+au+lait&empty=&flag&q=second&bad=%zz HTTP/1.1\r\n\r\n")
         XCTAssertEqual(head.path, "/files/a b/été")
