@@ -48,15 +48,13 @@ public final class UserCache: Sendable {
         for byte in token where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
             return nil
         }
-        return prefix.withUnsafeBufferPointer { prefix in
-            [UInt8](unsafeUninitializedCapacity: prefix.count + token.count + 2) { buffer, initialized in
-                var end = buffer.initialize(fromContentsOf: prefix)
-                end = buffer[end...].initialize(fromContentsOf: token)
-                buffer[end] = UInt8(ascii: "\"")
-                buffer[end + 1] = UInt8(ascii: "}")
-                initialized = end + 2
-            }
-        }
+        var bytes = prefix
+        // Copies the shared prefix into new memory that has room for the rest.
+        bytes.reserveCapacity(prefix.count + token.count + 2)
+        bytes.append(contentsOf: token)
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 
     private func entry(_ userId: String) -> Entry? {

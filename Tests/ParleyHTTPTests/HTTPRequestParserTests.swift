@@ -28,6 +28,13 @@ final class HTTPRequestParserTests: XCTestCase {
         ("asterisk-form", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"),
         ("percent-encoded path and query", "GET /files/a%20b/%C3%A9t%C3%A9?q=caf%C3%A9+au+lait&empty=&flag HTTP/1.1\r\n\r\n"),
         ("header whitespace and obs-text", "GET / HTTP/1.1\r\nA:   spaced value \t \r\nB:\r\nC: D\u{00FC}sseldorf\r\nD:\t\r\n\r\n"),
+        ("long names and values read a word at a time",
+         "GET /parse/users/me/and/a/longer/path HTTP/1.1\r\nX-Parse-Application-Id: parley\r\n"
+            + "X-Parse-Session-Token: r:0123456789abcdef0123456789abcdef\r\nX_Odd.Name~With^Rare|Tokens: v\r\n"
+            + "Long-Value-With-Tab: abcdefgh\tijklmnop qrstuvwx \t  \r\nObs-Text-Value: caf\u{00E9} cr\u{00E8}me br\u{00FB}l\u{00E9}e\r\n"
+            + "Trailing-Spaces-Across-Words: 12345678        \r\nContent-Length: 00000000000000000003\r\n\r\nabc"),
+        ("long query read a word at a time",
+         "GET /parse/users?where=%7B%22username%22%3A%2212345%22%7D&limit=1#frag HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
         ("repeated fields", "GET / HTTP/1.1\r\nAccept: a\r\naccept: b\r\nCookie: x=1\r\nCookie: y=2\r\n\r\n"),
         ("expect 100-continue", "PUT /big HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\nbody"),
         ("expect on http/1.0 ignored", "PUT /big HTTP/1.0\r\nExpect: something\r\nContent-Length: 1\r\n\r\nb"),
