@@ -11,7 +11,7 @@ public struct HTTPHeaders: Sendable {
         var valueLength: UInt32
     }
 
-    var storage: [UInt8]
+    @usableFromInline var storage: [UInt8]
     var fields: [Field]
 
     /// An empty list.
@@ -44,9 +44,19 @@ public struct HTTPHeaders: Sendable {
 
     /// Calls `body` with the bytes of the first value of `name` (any case), without making a
     /// `String`; nil when there is no such field.
+    @inlinable
     public func withFirstValue<R>(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+        // Inlinable so that the borrow of the storage is specialized for the caller's `R`.
+        guard let value = firstValueRange(of: name) else { return nil }
+        return try storage.withUnsafeBufferPointer { bytes in try body(UnsafeBufferPointer(rebasing: bytes[value])) }
+    }
+
+    /// Where the first value of `name` lies in `storage`.
+    @usableFromInline
+    func firstValueRange(of name: String) -> Range<Int>? {
         guard let index = firstIndex(of: name) else { return nil }
-        return try withValueBytes(at: index, body)
+        let field = fields[index]
+        return Int(field.valueStart)..<Int(field.valueStart + field.valueLength)
     }
 
     /// Every value of `name`, in order.
@@ -192,12 +202,18 @@ public struct HTTPHeaders: Sendable {
     /// that they hold enough bytes).
     @inline(__always)
     static func nameEquals(_ bytes: UnsafeBufferPointer<UInt8>, at start: Int, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        var position = start
-        for byte in name {
-            let other = bytes[position]
-            // Names are mostly sent in the case they are looked up in: test equality first.
+        // Names are mostly sent in the case they are looked up in: eight equal bytes at a time,
+        // then byte by byte (folding case) from the first word that differs.
+        var offset = 0
+        while name.count - offset >= 8,
+              HTTPWordScan.load(bytes, at: start + offset) == HTTPWordScan.load(name, at: offset) {
+            offset += 8
+        }
+        while offset < name.count {
+            let byte = name[offset]
+            let other = bytes[start + offset]
             if byte != other, HTTPCharacterClass.lowercased(byte) != HTTPCharacterClass.lowercased(other) { return false }
-            position += 1
+            offset += 1
         }
         return true
     }
