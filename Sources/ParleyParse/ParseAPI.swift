@@ -62,9 +62,12 @@ public final class ParseAPI: Sendable {
     /// It answers only what `handle` would answer the same way: a GET without body, the right
     /// app id (and REST key when one is configured), a live cached session and a cached user.
     public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
+        // The token is looked up where it lies in the head; a cached session holds it as a string.
+        let cache = accounts.sessions.cache
         guard request.method == .get, request.body.isEmpty, keysCheckOut(request),
-              let token = request.headers["X-Parse-Session-Token"], let session = accounts.sessions.cache.get(token),
-              let bytes = accounts.users.cache.serialized(session.userId, sessionToken: token) else { return nil }
+              let found = request.head.headers.withFirstValue("X-Parse-Session-Token", { cache.get(token: $0) }),
+              let session = found,
+              let bytes = accounts.users.cache.serialized(session.userId, sessionToken: session.token) else { return nil }
         return HTTPResponse(status: .ok, headers: Self.baseHeaders, body: bytes)
     }
 

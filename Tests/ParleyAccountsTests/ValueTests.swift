@@ -82,6 +82,29 @@ final class ValueTests: XCTestCase {
         XCTAssertNil(cache.get("t4"), "expired sessions are never served")
     }
 
+    func testSessionCacheFindsTokensByTheirBytes() {
+        let cache = SessionCache(capacity: 8, ttlSeconds: 10, clock: { 0 })
+        let long = SessionInfo(sessionId: "s1", token: "r:0123456789abcdef0123456789abcdef", userId: "u1", expiresAt: 1, installationId: nil)
+        let short = SessionInfo(sessionId: "s2", token: "r:ab", userId: "u2", expiresAt: 1, installationId: "i")
+        cache.put(long)
+        cache.put(short)
+        func get(_ text: String) -> SessionInfo? { Array(text.utf8).withUnsafeBufferPointer { cache.get(token: $0) } }
+        XCTAssertEqual(get(long.token), long)
+        XCTAssertEqual(get(short.token), short)
+        XCTAssertNil(get("r:0123456789abcdef0123456789abcdeF"), "one byte differs")
+        XCTAssertNil(get("r:0123456789abcdef0123456789abcde"), "a prefix")
+        XCTAssertNil(get("r:AB"), "tokens are compared exactly")
+        XCTAssertNil(get(""))
+        cache.invalidate(token: long.token)
+        XCTAssertNil(get(long.token))
+        XCTAssertEqual(cache.get(short.token), short)
+        cache.put(short)
+        XCTAssertEqual(cache.count, 1, "putting a token again replaces its entry")
+        cache.invalidate(userId: "u2")
+        XCTAssertNil(get(short.token))
+        XCTAssertEqual(cache.count, 0)
+    }
+
     func testUserCacheSerializedAddsTheSessionToken() throws {
         let now = ManagedTime()
         let cache = UserCache(capacity: 4, ttlMilliseconds: 1000, clock: { now.value })
