@@ -1,3 +1,4 @@
+import Glibc
 import ParleyLog
 import Synchronization
 
@@ -139,6 +140,8 @@ public final class SessionCache: Sendable {
 
     private static func bytes(_ bytes: UnsafeBufferPointer<UInt8>, equal token: String) -> Bool {
         var token = token
-        return token.withUTF8 { $0.elementsEqual(bytes) }
+        return token.withUTF8 { stored in
+            stored.count == bytes.count && (bytes.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
+        }
     }
 }
