@@ -1,9 +1,15 @@
+import Glibc
 import ParleyLog
 import Synchronization
 
 /// Valid sessions by token, in memory: bounded (oldest entries evicted first) and each entry
 /// trusted for a TTL only. Invalidated by token or by user on logout, revoke, ban, password
 /// change and delete. Misses and expired entries go back to PostgreSQL.
+///
+/// Entries are found by a digest of the token and then checked against the token itself, so a
+/// lookup can use a header's bytes without making a string. The digest is cheap, not secret:
+/// the dictionary hashes it again with its own seeded hasher, only server-made random tokens are
+/// ever stored, and a token whose digest matches another's is simply a miss.
 public final class SessionCache: Sendable {
     private struct Entry {
         let info: SessionInfo
@@ -11,7 +17,8 @@ public final class SessionCache: Sendable {
     }
 
     private struct State {
-        var entries: [String: Entry] = [:]
+        /// By `digest(token)`; an entry holds its token (`info.token`).
+        var entries: [UInt64: Entry] = [:]
         var tokensByUser: [String: Set<String>] = [:]
         /// Insertion order for eviction; may hold tokens already removed (skipped).
         var order: [String] = []
@@ -31,11 +38,18 @@ public final class SessionCache: Sendable {
 
     /// The cached session for `token` if fresh and not expired.
     public func get(_ token: String) -> SessionInfo? {
+        var token = token
+        return token.withUTF8 { get(token: $0) }
+    }
+
+    /// `get` for a token's UTF-8 bytes (a header value read in place).
+    public func get(token: UnsafeBufferPointer<UInt8>) -> SessionInfo? {
+        let key = Self.digest(token)
         let now = clock()
         return state.withLock { state -> SessionInfo? in
-            guard let entry = state.entries[token] else { return nil }
+            guard let entry = state.entries[key], Self.bytes(token, equal: entry.info.token) else { return nil }
             guard now - entry.cachedAt < ttlMilliseconds, entry.info.expiresAt > now else {
-                Self.remove(token, from: &state)
+                Self.remove(entry.info.token, from: &state)
                 return nil
             }
             return entry.info
@@ -45,8 +59,13 @@ public final class SessionCache: Sendable {
     public func put(_ info: SessionInfo) {
         guard ttlMilliseconds > 0 else { return }
         let now = clock()
+        let key = Self.digest(info.token)
         state.withLock { state in
-            if state.entries[info.token] == nil {
+            if let other = state.entries[key]?.info.token, other != info.token {
+                // Another token with the same digest: this one takes its place.
+                Self.remove(other, from: &state)
+            }
+            if state.entries[key] == nil {
                 while state.entries.count >= capacity, state.head < state.order.count {
                     let victim = state.order[state.head]
                     state.head += 1
@@ -54,7 +73,7 @@ public final class SessionCache: Sendable {
                 }
                 state.order.append(info.token)
             }
-            state.entries[info.token] = Entry(info: info, cachedAt: now)
+            state.entries[key] = Entry(info: info, cachedAt: now)
             state.tokensByUser[info.userId, default: []].insert(info.token)
             if state.head > 4096 && state.head * 2 > state.order.count {
                 state.order.removeFirst(state.head)
@@ -72,7 +91,8 @@ public final class SessionCache: Sendable {
     public func invalidate(userId: String) {
         state.withLock { state in
             for token in state.tokensByUser[userId] ?? [] {
-                state.entries[token] = nil
+                let key = Self.digest(token)
+                if state.entries[key]?.info.token == token { state.entries[key] = nil }
             }
             state.tokensByUser[userId] = nil
         }
@@ -87,9 +107,41 @@ public final class SessionCache: Sendable {
     public var count: Int { state.withLock { $0.entries.count } }
 
     private static func remove(_ token: String, from state: inout State) {
-        guard let entry = state.entries.removeValue(forKey: token) else { return }
+        let key = digest(token)
+        guard let entry = state.entries[key], entry.info.token == token else { return }
+        state.entries[key] = nil
         let userId = entry.info.userId
         state.tokensByUser[userId]?.remove(token)
         if state.tokensByUser[userId]?.isEmpty == true { state.tokensByUser[userId] = nil }
+    }
+
+    private static func digest(_ token: String) -> UInt64 {
+        var token = token
+        return token.withUTF8 { digest($0) }
+    }
+
+    /// A 64-bit mix of the bytes, eight at a time (see the type's comment for why it need not be keyed).
+    private static func digest(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var hash = UInt64(truncatingIfNeeded: bytes.count) &* multiplier
+        var index = 0
+        while bytes.count - index >= 8 {
+            let word = UInt64(littleEndian: UnsafeRawPointer(bytes.baseAddress.unsafelyUnwrapped + index).loadUnaligned(as: UInt64.self))
+            hash = (hash ^ word) &* multiplier
+            hash ^= hash >> 29
+            index += 8
+        }
+        while index < bytes.count {
+            hash = (hash ^ UInt64(bytes[index])) &* multiplier
+            index += 1
+        }
+        return hash ^ (hash >> 32)
+    }
+
+    private static func bytes(_ bytes: UnsafeBufferPointer<UInt8>, equal token: String) -> Bool {
+        var token = token
+        return token.withUTF8 { stored in
+            stored.count == bytes.count && (bytes.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
+        }
     }
 }

@@ -30,18 +30,22 @@ enum Sodium {
 
 /// Compares two strings in time that depends only on their lengths (for keys and secrets).
 public func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
-    var lhs = lhs, rhs = rhs
+    var lhs = lhs
     // Over the UTF-8 storage in place: this runs for the app id of every request.
-    return lhs.withUTF8 { a in
-        rhs.withUTF8 { b in
-            var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-            let n = max(a.count, b.count)
-            for i in 0..<n {
-                let x = i < a.count ? a[i] : 0
-                let y = i < b.count ? b[i] : 0
-                difference |= x ^ y
-            }
-            return difference == 0 && a.count == b.count
+    return lhs.withUTF8 { constantTimeEquals($0, rhs) }
+}
+
+/// `constantTimeEquals` of UTF-8 bytes (a header value read in place) and a string.
+public func constantTimeEquals(_ a: UnsafeBufferPointer<UInt8>, _ rhs: String) -> Bool {
+    var rhs = rhs
+    return rhs.withUTF8 { b in
+        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        let n = max(a.count, b.count)
+        for i in 0..<n {
+            let x = i < a.count ? a[i] : 0
+            let y = i < b.count ? b[i] : 0
+            difference |= x ^ y
         }
+        return difference == 0 && a.count == b.count
     }
 }

@@ -8,8 +8,9 @@ import Synchronization
 public final class UserCache: Sendable {
     private struct Entry {
         let user: JSONObject
-        /// `user` serialized, without its closing brace (a session token is appended per request).
-        let openJSON: [UInt8]
+        /// `user` serialized up to the opening quote of an added `"sessionToken"` value (the
+        /// token and `"}` are appended per request).
+        let tokenPrefix: [UInt8]
         let cachedAt: Int64
     }
 
@@ -31,9 +32,27 @@ public final class UserCache: Sendable {
     /// The cached user serialized with `"sessionToken":token` added, without building an object.
     public func serialized(_ userId: String, sessionToken: String) -> [UInt8]? {
         guard let entry = entry(userId) else { return nil }
-        var bytes = entry.openJSON
-        bytes.append(contentsOf: entry.user.isEmpty ? #""sessionToken":"#.utf8 : #","sessionToken":"#.utf8)
+        var token = sessionToken
+        if let bytes = token.withUTF8({ UserCache.splice(entry.tokenPrefix, plainToken: $0) }) { return bytes }
+        // A token that must be escaped (never one Parley makes): the general serializer.
+        var bytes = entry.tokenPrefix
+        bytes.removeLast()
         JSONValue.string(sessionToken).serialize(into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    /// `prefix`, `token`, `"}` in one allocation of the final size; nil when `token` needs escaping
+    /// in JSON (a control byte, `"` or `\`).
+    private static func splice(_ prefix: [UInt8], plainToken token: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        for byte in token where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+            return nil
+        }
+        var bytes = prefix
+        // Copies the shared prefix into new memory that has room for the rest.
+        bytes.reserveCapacity(prefix.count + token.count + 2)
+        bytes.append(contentsOf: token)
+        bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: "}"))
         return bytes
     }
@@ -53,9 +72,10 @@ public final class UserCache: Sendable {
     public func put(_ userId: String, _ user: JSONObject) {
         guard ttlMilliseconds > 0 else { return }
         let now = clock()
-        var open: [UInt8] = []
-        JSONValue.object(user).serialize(into: &open)
-        open.removeLast()
+        var prefix: [UInt8] = []
+        JSONValue.object(user).serialize(into: &prefix)
+        prefix.removeLast()
+        prefix.append(contentsOf: user.isEmpty ? #""sessionToken":""#.utf8 : #","sessionToken":""#.utf8)
         entries.withLock { entries in
             if entries.count >= capacity, entries[userId] == nil {
                 // Drop expired entries; if none, drop an arbitrary eighth to stay bounded.
@@ -66,7 +86,7 @@ public final class UserCache: Sendable {
                     for key in expired { entries[key] = nil }
                 }
             }
-            entries[userId] = Entry(user: user, openJSON: open, cachedAt: now)
+            entries[userId] = Entry(user: user, tokenPrefix: prefix, cachedAt: now)
         }
     }
 

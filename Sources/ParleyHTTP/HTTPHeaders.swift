@@ -11,7 +11,7 @@ public struct HTTPHeaders: Sendable {
         var valueLength: UInt32
     }
 
-    var storage: [UInt8]
+    @usableFromInline var storage: [UInt8]
     var fields: [Field]
 
     /// An empty list.
@@ -40,6 +40,23 @@ public struct HTTPHeaders: Sendable {
     public subscript(name: String) -> String? {
         guard let index = firstIndex(of: name) else { return nil }
         return value(at: index)
+    }
+
+    /// Calls `body` with the bytes of the first value of `name` (any case), without making a
+    /// `String`; nil when there is no such field.
+    @inlinable
+    public func withFirstValue<R>(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+        // Inlinable so that the borrow of the storage is specialized for the caller's `R`.
+        guard let value = firstValueRange(of: name) else { return nil }
+        return try storage.withUnsafeBufferPointer { bytes in try body(UnsafeBufferPointer(rebasing: bytes[value])) }
+    }
+
+    /// Where the first value of `name` lies in `storage`.
+    @usableFromInline
+    func firstValueRange(of name: String) -> Range<Int>? {
+        guard let index = firstIndex(of: name) else { return nil }
+        let field = fields[index]
+        return Int(field.valueStart)..<Int(field.valueStart + field.valueLength)
     }
 
     /// Every value of `name`, in order.
@@ -117,11 +134,16 @@ public struct HTTPHeaders: Sendable {
     func firstIndex(of name: String) -> Int? {
         // Lengths first: most lookups (Parse reads seven headers per request) match no field,
         // and comparing a length is far cheaper than borrowing the name's bytes.
-        let length = name.utf8.count
-        for index in fields.indices where Int(fields[index].nameLength) == length && nameMatches(index, name) {
-            return index
+        let length = UInt32(truncatingIfNeeded: name.utf8.count)
+        var name = name
+        return name.withUTF8 { name in
+            storage.withUnsafeBufferPointer { bytes in
+                for index in fields.indices where fields[index].nameLength == length {
+                    if HTTPHeaders.nameEquals(bytes, at: Int(fields[index].nameStart), name) { return index }
+                }
+                return nil
+            }
         }
-        return nil
     }
 
     func nameMatches(_ index: Int, _ name: String) -> Bool {
@@ -172,14 +194,28 @@ public struct HTTPHeaders: Sendable {
     static func bytesEqualCaseInsensitive(_ bytes: UnsafeBufferPointer<UInt8>, _ start: UInt32, _ length: UInt32, _ name: String) -> Bool {
         var name = name
         return name.withUTF8 { other in
-            guard other.count == Int(length) else { return false }
-            var position = Int(start)
-            for byte in other {
-                if HTTPCharacterClass.lowercased(byte) != HTTPCharacterClass.lowercased(bytes[position]) { return false }
-                position += 1
-            }
-            return true
+            other.count == Int(length) && nameEquals(bytes, at: Int(start), other)
         }
+    }
+
+    /// Whether `bytes` from `start` begin with `name`, ignoring ASCII case (the caller checked
+    /// that they hold enough bytes).
+    @inline(__always)
+    static func nameEquals(_ bytes: UnsafeBufferPointer<UInt8>, at start: Int, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Names are mostly sent in the case they are looked up in: eight equal bytes at a time,
+        // then byte by byte (folding case) from the first word that differs.
+        var offset = 0
+        while name.count - offset >= 8,
+              HTTPWordScan.load(bytes, at: start + offset) == HTTPWordScan.load(name, at: offset) {
+            offset += 8
+        }
+        while offset < name.count {
+            let byte = name[offset]
+            let other = bytes[start + offset]
+            if byte != other, HTTPCharacterClass.lowercased(byte) != HTTPCharacterClass.lowercased(other) { return false }
+            offset += 1
+        }
+        return true
     }
 
     /// Whether a comma-separated list value contains `token`, ignoring ASCII case and optional whitespace.

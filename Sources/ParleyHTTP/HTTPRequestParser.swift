@@ -524,9 +524,14 @@ public struct HTTPRequestParser {
               let method = HTTPMethod(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index])) else { return nil }
         index += 1
         let targetStart = index
+        while limit - index >= 8, HTTPWordScan.isPlainPath(HTTPWordScan.load(bytes, at: index)) { index += 8 }
         while index < limit, HTTPCharacterClass.isPlainPathByte(bytes[index]) { index += 1 }
         // `/` and no `?`, `#` or `%`: the whole target is the path, which decodes to itself.
         var plainPath = index > targetStart && bytes[targetStart] == .slash
+        while limit - index >= 8, HTTPWordScan.isTarget(HTTPWordScan.load(bytes, at: index)) {
+            plainPath = false
+            index += 8
+        }
         while index < limit, HTTPCharacterClass.isTarget(bytes[index]) {
             plainPath = false
             index += 1
@@ -560,19 +565,26 @@ public struct HTTPRequestParser {
                 break
             }
             let nameStart = index
+            while limit - index >= 8, HTTPWordScan.isNameCommon(HTTPWordScan.load(bytes, at: index)) { index += 8 }
             while index < limit, HTTPCharacterClass.isToken(bytes[index]) { index += 1 }
             guard index > nameStart, index < limit, bytes[index] == .colon else { return giveUpWholeHead() }
             let nameEnd = index
             index += 1
             while index < limit, HTTPCharacterClass.isWhitespace(bytes[index]) { index += 1 }
             let valueStart = index
-            var valueEnd = index
             while index < limit {
-                let byte = bytes[index]
-                guard HTTPCharacterClass.isFieldValue(byte) else { break }
-                index += 1
-                if !HTTPCharacterClass.isWhitespace(byte) { valueEnd = index }
+                if limit - index >= 8, HTTPWordScan.isFieldValue(HTTPWordScan.load(bytes, at: index)) {
+                    index += 8
+                    continue
+                }
+                // A word with a tab or the value's end in it, or the last few bytes: one by one.
+                let end = min(limit, index + 8)
+                while index < end, HTTPCharacterClass.isFieldValue(bytes[index]) { index += 1 }
+                if index < end { break }
             }
+            // Leading whitespace was skipped: the value ends after its last other byte.
+            var valueEnd = index
+            while valueEnd > valueStart, HTTPCharacterClass.isWhitespace(bytes[valueEnd - 1]) { valueEnd -= 1 }
             guard index + 1 < limit, bytes[index] == .cr, bytes[index + 1] == .lf, fields.count < limits.maxHeaderCount else {
                 return giveUpWholeHead()
             }

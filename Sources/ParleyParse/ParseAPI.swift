@@ -62,9 +62,12 @@ public final class ParseAPI: Sendable {
     /// It answers only what `handle` would answer the same way: a GET without body, the right
     /// app id (and REST key when one is configured), a live cached session and a cached user.
     public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
+        // The token is looked up where it lies in the head; a cached session holds it as a string.
+        let cache = accounts.sessions.cache
         guard request.method == .get, request.body.isEmpty, keysCheckOut(request),
-              let token = request.headers["X-Parse-Session-Token"], let session = accounts.sessions.cache.get(token),
-              let bytes = accounts.users.cache.serialized(session.userId, sessionToken: token) else { return nil }
+              let found = request.head.headers.withFirstValue("X-Parse-Session-Token", { cache.get(token: $0) }),
+              let session = found,
+              let bytes = accounts.users.cache.serialized(session.userId, sessionToken: session.token) else { return nil }
         return HTTPResponse(status: .ok, headers: Self.baseHeaders, body: bytes)
     }
 
@@ -101,11 +104,12 @@ public final class ParseAPI: Sendable {
 
     /// Whether the request carries the app id and, when one is configured, the REST key.
     private func keysCheckOut(_ request: HTTPRequest) -> Bool {
+        // The values are compared where they lie in the head, without making strings.
+        let headers = request.head.headers
         if let restKey = configuration.restAPIKey {
-            guard let given = request.headers["X-Parse-REST-API-Key"], constantTimeEquals(given, restKey) else { return false }
+            guard headers.withFirstValue("X-Parse-REST-API-Key", { constantTimeEquals($0, restKey) }) == true else { return false }
         }
-        guard let appID = request.headers["X-Parse-Application-Id"] else { return false }
-        return constantTimeEquals(appID, configuration.applicationID)
+        return headers.withFirstValue("X-Parse-Application-Id") { constantTimeEquals($0, configuration.applicationID) } == true
     }
 
     // MARK: Request handling

@@ -81,6 +81,51 @@ final class ValueTests: XCTestCase {
         cache.put(expired)
         XCTAssertNil(cache.get("t4"), "expired sessions are never served")
     }
+
+    func testSessionCacheFindsTokensByTheirBytes() {
+        let cache = SessionCache(capacity: 8, ttlSeconds: 10, clock: { 0 })
+        let long = SessionInfo(sessionId: "s1", token: "r:0123456789abcdef0123456789abcdef", userId: "u1", expiresAt: 1, installationId: nil)
+        let short = SessionInfo(sessionId: "s2", token: "r:ab", userId: "u2", expiresAt: 1, installationId: "i")
+        cache.put(long)
+        cache.put(short)
+        func get(_ text: String) -> SessionInfo? { Array(text.utf8).withUnsafeBufferPointer { cache.get(token: $0) } }
+        XCTAssertEqual(get(long.token), long)
+        XCTAssertEqual(get(short.token), short)
+        XCTAssertNil(get("r:0123456789abcdef0123456789abcdeF"), "one byte differs")
+        XCTAssertNil(get("r:0123456789abcdef0123456789abcde"), "a prefix")
+        XCTAssertNil(get("r:AB"), "tokens are compared exactly")
+        XCTAssertNil(get(""))
+        cache.invalidate(token: long.token)
+        XCTAssertNil(get(long.token))
+        XCTAssertEqual(cache.get(short.token), short)
+        cache.put(short)
+        XCTAssertEqual(cache.count, 1, "putting a token again replaces its entry")
+        cache.invalidate(userId: "u2")
+        XCTAssertNil(get(short.token))
+        XCTAssertEqual(cache.count, 0)
+    }
+
+    func testUserCacheSerializedAddsTheSessionToken() throws {
+        let now = ManagedTime()
+        let cache = UserCache(capacity: 4, ttlMilliseconds: 1000, clock: { now.value })
+        let user: JSONObject = ["objectId": "u1", "username": "al\"ice", "n": 3]
+        cache.put("u1", user)
+        cache.put("empty", JSONObject())
+        for token in ["r:0123456789abcdef", "", "odd\"to\\ken\n\u{1}", "ünï"] {
+            var expected = user
+            expected["sessionToken"] = .string(token)
+            let bytes = try XCTUnwrap(cache.serialized("u1", sessionToken: token))
+            XCTAssertEqual(try JSONParser().parse(bytes), .object(expected), token)
+            XCTAssertEqual(try JSONParser().parse(XCTUnwrap(cache.serialized("empty", sessionToken: token))),
+                           .object(["sessionToken": .string(token)]), token)
+        }
+        XCTAssertEqual(
+            cache.serialized("u1", sessionToken: "t").map { String(decoding: $0, as: UTF8.self) },
+            #"{"objectId":"u1","username":"al\"ice","n":3,"sessionToken":"t"}"#)
+        XCTAssertNil(cache.serialized("nobody", sessionToken: "t"))
+        now.value += 1000
+        XCTAssertNil(cache.serialized("u1", sessionToken: "t"), "TTL")
+    }
 }
 
 final class ManagedTime: @unchecked Sendable {

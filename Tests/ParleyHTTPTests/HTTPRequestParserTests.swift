@@ -28,6 +28,13 @@ final class HTTPRequestParserTests: XCTestCase {
         ("asterisk-form", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"),
         ("percent-encoded path and query", "GET /files/a%20b/%C3%A9t%C3%A9?q=caf%C3%A9+au+lait&empty=&flag HTTP/1.1\r\n\r\n"),
         ("header whitespace and obs-text", "GET / HTTP/1.1\r\nA:   spaced value \t \r\nB:\r\nC: D\u{00FC}sseldorf\r\nD:\t\r\n\r\n"),
+        ("long names and values read a word at a time",
+         "GET /parse/users/me/and/a/longer/path HTTP/1.1\r\nX-Parse-Application-Id: parley\r\n"
+            + "X-Parse-Session-Token: r:0123456789abcdef0123456789abcdef\r\nX_Odd.Name~With^Rare|Tokens: v\r\n"
+            + "Long-Value-With-Tab: abcdefgh\tijklmnop qrstuvwx \t  \r\nObs-Text-Value: caf\u{00E9} cr\u{00E8}me br\u{00FB}l\u{00E9}e\r\n"
+            + "Trailing-Spaces-Across-Words: 12345678        \r\nContent-Length: 00000000000000000003\r\n\r\nabc"),
+        ("long query read a word at a time",
+         "GET /parse/users?where=%7B%22username%22%3A%2212345%22%7D&limit=1#frag HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
         ("repeated fields", "GET / HTTP/1.1\r\nAccept: a\r\naccept: b\r\nCookie: x=1\r\nCookie: y=2\r\n\r\n"),
         ("expect 100-continue", "PUT /big HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\nbody"),
         ("expect on http/1.0 ignored", "PUT /big HTTP/1.0\r\nExpect: something\r\nContent-Length: 1\r\n\r\nb"),
@@ -81,6 +88,28 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertTrue(head.headers.containsToken("foo", in: "connection"))
         XCTAssertTrue(head.headers.containsToken("keep-alive", in: "CONNECTION"))
         XCTAssertFalse(head.headers.containsToken("close", in: "Connection"))
+    }
+
+    func testHeaderLookupMatchesWholeNamesInAnyCaseAndReadsValuesInPlace() throws {
+        let head = try parseHead(
+            "GET / HTTP/1.1\r\nX-Parse-Session-Tokens: no\r\nx-parse-session-token: first\r\n"
+                + "X-PARSE-SESSION-TOKEN: second\r\nX-Parse-Session-Toke: no\r\nX-Parse-Empty:\r\n"
+                + "X~Tilde: t\r\nX^Caret: c\r\n\r\n")
+        let headers = head.headers
+        XCTAssertEqual(headers["X-Parse-Session-Token"], "first", "the first of duplicates, whatever its case")
+        XCTAssertEqual(headers.values("x-Parse-session-TOKEN"), ["first", "second"])
+        XCTAssertEqual(headers.withFirstValue("X-Parse-Session-Token") { Array($0) }, Array("first".utf8))
+        XCTAssertEqual(headers.withFirstValue("X-Parse-Empty") { $0.count }, 0, "an empty value is present")
+        XCTAssertNil(headers.withFirstValue("X-Parse-Missing") { $0.count })
+        XCTAssertNil(headers["X-Parse-Session-Tok"], "a prefix is not a match")
+        XCTAssertNil(headers["X-Parse-Session-Token-"], "nor a longer name")
+        // Only letters fold: `~` (0x7E) and `^` (0x5E) differ by 0x20 but are different names.
+        XCTAssertEqual(headers["x~tilde"], "t")
+        XCTAssertNil(headers["X^Tilde"])
+        XCTAssertNil(headers["X~Caret"])
+        XCTAssertEqual(headers["X^CARET"], "c")
+        // Non-ASCII names never match a field (fields are tokens), and `é` is not folded.
+        XCTAssertNil(headers["X-Parse-Empté"])
     }
 
     func testPercentDecodedPathAndQuery() throws {
