@@ -141,7 +141,7 @@ struct RowJSONWriter {
 
     /// A timestamp cell a row's JSON has: nil for NULL and for text that is not a timestamp.
     private enum Timestamp {
-        /// PostgreSQL's UTC text, which `UTCTime.appendISO8601(postgresUTC:to:)` rewrites as is.
+        /// PostgreSQL's UTC text (checked by `UTCTime.isPostgresUTC`), rewritten as is.
         case postgresUTC(PostgresCell)
         case milliseconds(Int64)
 
@@ -162,7 +162,9 @@ struct RowJSONWriter {
             bytes.append(UInt8(ascii: "\""))
             switch self {
             case .postgresUTC(let cell):
-                cell.withBytes { utf8 in _ = utf8.map { UTCTime.appendISO8601(postgresUTC: $0, to: &bytes) } }
+                cell.withBytes { utf8 in
+                    if let utf8 { UTCTime.appendISO8601(postgresUTC: utf8, to: &bytes) }
+                }
             case .milliseconds(let milliseconds):
                 UTCTime.appendISO8601(milliseconds: milliseconds, to: &bytes)
             }

@@ -59,26 +59,25 @@ public enum UTCTime {
               base[13] == UInt8(ascii: ":"), base[16] == UInt8(ascii: ":"), count == 22 || base[19] == UInt8(ascii: "."),
               base[count - 3] == UInt8(ascii: "+"), base[count - 2] == UInt8(ascii: "0"), base[count - 1] == UInt8(ascii: "0")
         else { return false }
-        // Wrapping arithmetic and one flag for "not a digit": this runs for every row of a find.
-        var notDigit = false
-        func pair(_ index: Int) -> Int {
-            let tens = base[index] &- 48, ones = base[index + 1] &- 48
-            notDigit = notDigit || tens > 9 || ones > 9
-            return Int(tens) &* 10 &+ Int(ones)
-        }
+        // Digits as 0...9, anything else as 10 or more; wrapping arithmetic: this runs for every
+        // row of a find.
+        @inline(__always) func digit(_ index: Int) -> Int { Int(base[index] &- 48) }
+        @inline(__always) func pair(_ index: Int) -> Int { digit(index) &* 10 &+ digit(index + 1) }
+        var largestDigit = max(max(max(digit(0), digit(1)), max(digit(2), digit(3))), max(max(digit(5), digit(6)), max(digit(8), digit(9))))
+        largestDigit = max(largestDigit, max(max(max(digit(11), digit(12)), max(digit(14), digit(15))), max(digit(17), digit(18))))
+        for index in 20..<max(20, count - 3) { largestDigit = max(largestDigit, digit(index)) }
+        guard largestDigit <= 9 else { return false }
         let year = pair(0) &* 100 &+ pair(2), month = pair(5), day = pair(8)
-        let hour = pair(11), minute = pair(14), second = pair(17)
-        for index in 20..<max(20, count - 3) where base[index] &- 48 > 9 { return false }
-        return !notDigit && (1...12).contains(month) && day >= 1 && day <= daysInMonth(year: year, month: month)
-            && hour < 24 && minute < 60 && second < 60
+        return (1...12).contains(month) && day >= 1 && day <= daysInMonth(year: year, month: month)
+            && pair(11) < 24 && pair(14) < 60 && pair(17) < 60
     }
 
-    /// Appends PostgreSQL's UTC text of a `timestamptz` (see `isPostgresUTC`) the way
-    /// `appendISO8601(milliseconds:to:)` writes the same instant, by moving its digits instead of
-    /// computing a date: every row of a find has two. Returns false, with nothing appended, for
-    /// any other text (an offset, BC, `infinity`…), which callers parse instead.
-    public static func appendISO8601(postgresUTC text: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) -> Bool {
-        guard isPostgresUTC(text) else { return false }
+    /// Appends PostgreSQL's UTC text of a `timestamptz`, which `isPostgresUTC` accepted, the
+    /// way `appendISO8601(milliseconds:to:)` writes the same instant, by moving its digits instead
+    /// of computing a date: every row of a find has two. Check once with `isPostgresUTC`, since a
+    /// writer must know before it writes the member's key whether the value will follow.
+    public static func appendISO8601(postgresUTC text: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
+        assert(isPostgresUTC(text), "not PostgreSQL's UTC timestamp text")
         let fractionEnd = text.count - 3
         bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[0..<10]))
         bytes.append(UInt8(ascii: "T"))
@@ -86,7 +85,6 @@ public enum UTCTime {
         bytes.append(UInt8(ascii: "."))
         for index in 20..<23 { bytes.append(index < fractionEnd ? text[index] : UInt8(ascii: "0")) }
         bytes.append(UInt8(ascii: "Z"))
-        return true
     }
 
     private static func daysInMonth(year: Int, month: Int) -> Int {

@@ -139,21 +139,29 @@ enum LibPQ {
 }
 
 /// Statement parameters laid out as libpq wants them (text format, explicit type OIDs): every
-/// value NUL-terminated in one buffer, so a statement costs a few allocations whatever its size.
+/// value NUL-terminated in one buffer. A connection keeps one and re-encodes into it, so after the
+/// first statements a statement's parameters allocate nothing.
 struct LibPQParameters {
-    let count: Int32
+    private(set) var count: Int32 = 0
     /// Type OIDs in parameter order (0: let the server infer the type).
-    let types: [UInt32]
-    private let bytes: [UInt8]
+    private(set) var types: [UInt32] = []
+    private var bytes: [UInt8] = []
     /// Where each value starts in `bytes`; -1 for SQL NULL.
-    private let offsets: [Int]
+    private var offsets: [Int] = []
+
+    init() {}
 
     init(_ params: [PostgresData]) throws(PostgresError) {
+        try encode(params)
+    }
+
+    /// Replaces the parameters with `params`, keeping the storage.
+    mutating func encode(_ params: [PostgresData]) throws(PostgresError) {
         guard params.count <= 65_535 else { throw .unsupported("\(params.count) parameters (the protocol allows 65535)") }
         count = Int32(params.count)
-        var types: [UInt32] = []
-        var offsets: [Int] = []
-        var bytes: [UInt8] = []
+        types.removeAll(keepingCapacity: true)
+        offsets.removeAll(keepingCapacity: true)
+        bytes.removeAll(keepingCapacity: true)
         types.reserveCapacity(params.count)
         offsets.reserveCapacity(params.count)
         bytes.reserveCapacity(64 * params.count)
@@ -169,9 +177,6 @@ struct LibPQParameters {
             offsets.append(start)
             bytes.append(0)
         }
-        self.types = types
-        self.offsets = offsets
-        self.bytes = bytes
     }
 
     /// Calls `body` with the `paramTypes` pointer.

@@ -100,6 +100,10 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
     /// Why preparing a statement failed, by name: statements pipelined behind the failed PREPARE
     /// with the same name fail with "does not exist" (26000) and get this error instead.
     private var prepareFailures: [String: PostgresError] = [:]
+    /// Reused by every statement sent (see `send`).
+    private var parameterStorage = LibPQParameters()
+    /// Reused by every read of results (see `readResults`).
+    private var finishedStorage: [(PendingStatement, Result<PostgresRows, PostgresError>)] = []
     private var writeInterest = false
     private var failedAttempts = 0
     private var hasConnectedBefore = false
@@ -174,9 +178,12 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             completion(.failure(isClosed ? .shutdown : .connectionUnavailable("connection is \(state)")))
             return
         }
-        let parameters: LibPQParameters
+        // The connection's parameter storage, taken for this statement and given back after it.
+        var parameters = parameterStorage
+        parameterStorage = LibPQParameters()
+        defer { parameterStorage = parameters }
         do throws(PostgresError) {
-            parameters = try LibPQParameters(params)
+            try parameters.encode(params)
         } catch {
             completion(.failure(error))
             return
@@ -319,7 +326,13 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             connectionLost(LibPQ.errorMessage(conn))
             return
         }
-        var finished: [(PendingStatement, Result<PostgresRows, PostgresError>)] = []
+        // The connection's list, taken for this read and given back emptied after it.
+        var finished = finishedStorage
+        finishedStorage = []
+        defer {
+            finished.removeAll(keepingCapacity: true)
+            finishedStorage = finished
+        }
         while PQisBusy(conn) == 0 {
             guard let pointer = PQgetResult(conn) else {
                 // The end of one statement's results, or nothing more to read yet.
