@@ -81,7 +81,7 @@ public final class CompiledQueryCache: Sendable {
         }
         switch cached {
         case .template(let template)?:
-            return CompiledQuery(sql: template.sql, parameters: template.sources.map { Self.parameter($0, values: shape.values, readerIDs: readerIDs) })
+            return CompiledQuery(sql: template.sql, parameters: template.sources.map { Self.parameter($0, values: shape.members, readerIDs: readerIDs) })
         case .notCacheable?:
             return try QueryCompiler.compileSelect(query, layout: layout, readerIDs: readerIDs)
         case nil:
@@ -105,11 +105,19 @@ public final class CompiledQueryCache: Sendable {
     }
 
     private static func parameter(_ source: Source, values: [JSONValue], readerIDs: [String]?) -> PostgresData {
+        parameter(source, value: { values[$0] }, readerIDs: readerIDs)
+    }
+
+    private static func parameter(_ source: Source, values: JSONObject, readerIDs: [String]?) -> PostgresData {
+        parameter(source, value: { values[$0].value }, readerIDs: readerIDs)
+    }
+
+    private static func parameter(_ source: Source, value: (Int) -> JSONValue, readerIDs: [String]?) -> PostgresData {
         switch source {
         case .constant(let data): data
-        case .text(let n): .text(values[n].string ?? "")
-        case .json(let n): .json(values[n].serialized())
-        case .bool(let n): .bool(values[n].bool ?? false)
+        case .text(let n): .text(value(n).string ?? "")
+        case .json(let n): .json(value(n).serialized())
+        case .bool(let n): .bool(value(n).bool ?? false)
         case .readers: .textArray(QueryCompiler.readerList(readerIDs ?? []))
         }
     }
@@ -118,7 +126,8 @@ public final class CompiledQueryCache: Sendable {
     /// the values only as `Source`s (see the type's documentation).
     private static func template(for query: ParseQuery, compiled: CompiledQuery, shape: Shape, layout: TableLayout,
                                  readerIDs: [String]?) -> Template? {
-        let sentinels = shape.values.enumerated().map { sentinel(for: $0.element, index: $0.offset) }
+        let values = shape.members.values
+        let sentinels = values.enumerated().map { sentinel(for: $0.element, index: $0.offset) }
         let sentinelReaders = readerIDs.map { ids in ids.enumerated().map { "\u{E000}reader\($0.offset)\u{E001}" } }
         guard case .object(let members)? = query.where ?? .object(JSONObject()) else { return nil }
         var probe = query
@@ -132,12 +141,12 @@ public final class CompiledQueryCache: Sendable {
                 continue
             }
             var candidates: [Source] = []
-            for (n, value) in shape.values.enumerated() {
+            for (n, value) in values.enumerated() {
                 var encodings = [Source.json(n)]
                 if case .string = value { encodings.append(.text(n)) }
                 if case .bool = value { encodings.append(.bool(n)) }
                 for source in encodings
-                    where parameter(source, values: sentinels, readerIDs: nil) == alternative && parameter(source, values: shape.values, readerIDs: nil) == actual {
+                    where parameter(source, values: sentinels, readerIDs: nil) == alternative && parameter(source, values: values, readerIDs: nil) == actual {
                     candidates.append(source)
                 }
             }
@@ -199,10 +208,10 @@ public final class CompiledQueryCache: Sendable {
         }
     }
 
-    /// What identifies a cached statement, and the `where` values in order.
+    /// What identifies a cached statement, and the `where` members whose values fill it in.
     private struct Shape {
         let key: ShapeKey
-        let values: [JSONValue]
+        let members: JSONObject
 
         init?(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?) {
             guard case .permissions = layout.readAccess else { return nil }
@@ -219,13 +228,13 @@ public final class CompiledQueryCache: Sendable {
             }
             key.add(query.keys?.count ?? -1)
             for name in query.keys ?? [] { key.add(name) }
-            var values: [JSONValue] = []
             switch query.where {
             case nil:
                 key.add(-1)
+                members = JSONObject()
             case .object(let members)?:
                 key.add(members.count)
-                values.reserveCapacity(members.count)
+                self.members = members
                 for (field, value) in members {
                     let kind: UInt8
                     switch value {
@@ -240,13 +249,11 @@ public final class CompiledQueryCache: Sendable {
                     guard field.utf8.first != UInt8(ascii: "$") else { return nil }
                     key.add(field)
                     key.add(kind)
-                    values.append(value)
                 }
             default:
                 return nil
             }
             self.key = key
-            self.values = values
         }
     }
 }
