@@ -199,8 +199,12 @@ public final class ParseAPI: Sendable {
         }
     }
 
-    static let corsHeaders: [(String, String)] = [
-        ("Access-Control-Allow-Origin", "*"),
+    /// CORS: any origin may read every response. A preflight (`OPTIONS`) also names the methods
+    /// and request headers allowed; browsers read those two only from a preflight's answer (Fetch
+    /// standard), so other responses leave them out. Parse Server sends them on every response:
+    /// about 370 bytes each.
+    static let corsHeaders: [(String, String)] = [("Access-Control-Allow-Origin", "*")]
+    static let preflightHeaders: [(String, String)] = [
         ("Access-Control-Allow-Methods", "GET,PUT,POST,DELETE,OPTIONS"),
         ("Access-Control-Allow-Headers", "X-Parse-Master-Key, X-Parse-REST-API-Key, X-Parse-Javascript-Key, X-Parse-Application-Id, X-Parse-Client-Version, X-Parse-Session-Token, X-Parse-Installation-Id, X-Requested-With, X-Parse-Revocable-Session, X-Parse-Request-Id, Content-Type, Pragma, Cache-Control"),
     ]
@@ -213,8 +217,15 @@ public final class ParseAPI: Sendable {
         return headers
     }()
 
+    /// `baseHeaders` plus the preflight's, for `OPTIONS`.
+    static let optionsHeaders: HTTPHeaders = {
+        var headers = baseHeaders
+        for (name, value) in preflightHeaders { headers.add(name, value) }
+        return headers
+    }()
+
     private func render(_ response: ParseResponse, method: HTTPMethod) -> HTTPResponse {
-        var headers = Self.baseHeaders
+        var headers = method == .options ? Self.optionsHeaders : Self.baseHeaders
         for (name, value) in response.headers { headers.add(name, value) }
         var body: [UInt8]
         if let raw = response.rawBody {

@@ -27,6 +27,14 @@ final class ParseUsersTests: XCTestCase {
         let options = try h.call("OPTIONS", "/parse/users", appID: .some(nil))
         XCTAssertEqual(options.status, 200)
         XCTAssertEqual(options.header("Access-Control-Allow-Origin"), "*")
+        XCTAssertEqual(options.header("Access-Control-Allow-Methods"), "GET,PUT,POST,DELETE,OPTIONS")
+        XCTAssertTrue(options.header("Access-Control-Allow-Headers")?.contains("X-Parse-Session-Token") ?? false)
+        // The preflight's headers only on the preflight; every response allows any origin.
+        for response in [lower, noRoute, badJSON] {
+            XCTAssertEqual(response.header("Access-Control-Allow-Origin"), "*")
+            XCTAssertNil(response.header("Access-Control-Allow-Headers"))
+            XCTAssertNil(response.header("Access-Control-Allow-Methods"))
+        }
         await h.shutdown()
     }
 
