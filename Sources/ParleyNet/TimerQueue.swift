@@ -8,6 +8,9 @@ struct TimerQueue {
     private var heap: [(deadline: UInt64, id: UInt64)] = []
     private var actions: [UInt64: () -> Void] = [:]
     private var nextID: UInt64 = 1
+    /// Heap entries whose timer was cancelled: while there are none, the top is live without a
+    /// dictionary lookup (the loop asks for the next deadline on every turn).
+    private var cancelledInHeap = 0
 
     var isEmpty: Bool { actions.isEmpty }
     var count: Int { actions.count }
@@ -22,15 +25,19 @@ struct TimerQueue {
     }
 
     mutating func cancel(_ timer: TimerID) {
-        actions[timer.value] = nil
-        if actions.isEmpty { heap.removeAll(keepingCapacity: true) }
+        if actions.removeValue(forKey: timer.value) != nil { cancelledInHeap += 1 }
+        if actions.isEmpty {
+            heap.removeAll(keepingCapacity: true)
+            cancelledInHeap = 0
+        }
     }
 
     /// The earliest live deadline, dropping cancelled entries on the way.
     mutating func nextDeadline() -> UInt64? {
         while let top = heap.first {
-            if actions[top.id] != nil { return top.deadline }
+            if cancelledInHeap == 0 || actions[top.id] != nil { return top.deadline }
             popTop()
+            cancelledInHeap -= 1
         }
         return nil
     }
@@ -40,7 +47,11 @@ struct TimerQueue {
         var due: [() -> Void] = []
         while let top = heap.first, top.deadline <= now {
             popTop()
-            if let action = actions.removeValue(forKey: top.id) { due.append(action) }
+            if let action = actions.removeValue(forKey: top.id) {
+                due.append(action)
+            } else {
+                cancelledInHeap -= 1
+            }
         }
         return due
     }
