@@ -526,16 +526,19 @@ public struct HTTPRequestParser {
         let targetStart = index
         while limit - index >= 8, HTTPWordScan.isPlainPath(HTTPWordScan.load(bytes, at: index)) { index += 8 }
         while index < limit, HTTPCharacterClass.isPlainPathByte(bytes[index]) { index += 1 }
-        // `/` and no `?`, `#` or `%`: the whole target is the path, which decodes to itself.
-        var plainPath = index > targetStart && bytes[targetStart] == .slash
-        while limit - index >= 8, HTTPWordScan.isTarget(HTTPWordScan.load(bytes, at: index)) {
-            plainPath = false
-            index += 8
-        }
-        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) {
-            plainPath = false
+        // `/` and no `?`, `#` or `%`: the path decodes to itself. A `?` after it starts the query,
+        // which ends at a `#` or with the target.
+        let pathEnd = index
+        let plainPath = index > targetStart && bytes[targetStart] == .slash
+        var queryEnd: Int?
+        if plainPath, index < limit, bytes[index] == .questionMark {
             index += 1
+            while limit - index >= 8, HTTPWordScan.isQuery(HTTPWordScan.load(bytes, at: index)) { index += 8 }
+            while index < limit, HTTPCharacterClass.isQueryByte(bytes[index]) { index += 1 }
+            queryEnd = index
         }
+        while limit - index >= 8, HTTPWordScan.isTarget(HTTPWordScan.load(bytes, at: index)) { index += 8 }
+        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) { index += 1 }
         guard index > targetStart, index < limit, bytes[index] == .space else { return nil }
         let targetEnd = index
         index += 1
@@ -543,9 +546,11 @@ public struct HTTPRequestParser {
               bytes[index + 8] == .cr, bytes[index + 9] == .lf else { return nil }
         index += 10
         let target: HTTPRequestTarget
-        if plainPath {
-            let range = (targetStart - start)..<(targetEnd - start)
-            target = HTTPRequestTarget(targetRange: range, pathRange: range, queryRange: nil)
+        if plainPath, queryEnd != nil || pathEnd == targetEnd || bytes[pathEnd] == .hash {
+            // Exactly what `HTTPRequestTarget.parse` finds for such a target, without a second pass.
+            target = HTTPRequestTarget(
+                targetRange: (targetStart - start)..<(targetEnd - start), pathRange: (targetStart - start)..<(pathEnd - start),
+                queryRange: queryEnd.map { (pathEnd + 1 - start)..<($0 - start) })
         } else {
             guard let parsed = try? HTTPRequestTarget.parse(UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), at: targetStart - start) else {
                 return nil

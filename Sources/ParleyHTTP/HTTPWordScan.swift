@@ -31,6 +31,12 @@ enum HTTPWordScan {
         isTarget(word) && !hasByte(.hash, in: word) && !hasByte(.percent, in: word) && !hasByte(.questionMark, in: word)
     }
 
+    /// `HTTPCharacterClass.isQueryByte`: target bytes other than `#`.
+    @inline(__always)
+    static func isQuery(_ word: UInt64) -> Bool {
+        isTarget(word) && !hasByte(.hash, in: word)
+    }
+
     /// ASCII letters, digits and `-`: the token bytes of nearly every field name.
     @inline(__always)
     static func isNameCommon(_ word: UInt64) -> Bool {

@@ -139,6 +139,22 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertEqual(asterisk.path, "*")
     }
 
+    func testWholeHeadPassSplitsTargetsLikeTheTargetParser() throws {
+        let targets = [
+            "/", "/a", "/a?", "/a?b", "/?x=1&y=2", "/a?b#c", "/a?#", "/a#", "/a#b?c", "/a?b?c=d#e?f", "/a?b%zz+c#d%",
+            "/a%20b?x=1", "/a%20b", "/a?where=%7B%22username%22%3A%2212345%22%7D&limit=1", "/long/path/segments?q=12345678#12345678",
+            "http://h/p?q#f", "*",
+        ]
+        for target in targets {
+            let parsed = try parseHead("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            let built = try HTTPRequestHead(method: .get, target: target)
+            XCTAssertEqual(parsed.target, target)
+            XCTAssertEqual(parsed.path, built.path, target)
+            XCTAssertEqual(parsed.query, built.query, target)
+            XCTAssertEqual(parsed.queryParameters.map { "\($0.name)=\($0.value)" }, built.queryParameters.map { "\($0.name)=\($0.value)" }, target)
+        }
+    }
+
     func testKeepAliveRules() throws {
         XCTAssertTrue(try parseHead("GET / HTTP/1.1\r\n\r\n").keepAlive)
         XCTAssertFalse(try parseHead("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keepAlive)

@@ -7,6 +7,7 @@ final class HTTPWordScanTests: XCTestCase {
         ("field value", HTTPWordScan.isFieldValue, { HTTPCharacterClass.isFieldValue($0) && $0 != .tab }),
         ("target", HTTPWordScan.isTarget, HTTPCharacterClass.isTarget),
         ("plain path", HTTPWordScan.isPlainPath, HTTPCharacterClass.isPlainPathByte),
+        ("query", HTTPWordScan.isQuery, HTTPCharacterClass.isQueryByte),
         ("common name", HTTPWordScan.isNameCommon, { byte in
             (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || byte == 0x2D
         }),
