@@ -41,6 +41,26 @@ final class TimerQueueTests: XCTestCase {
         XCTAssertTrue(queue.isEmpty)
     }
 
+    func testAReusedSlotDoesNotReviveAnOldTimer() {
+        var queue = TimerQueue()
+        var fired: [Int] = []
+        let old = queue.schedule(deadline: 10) { fired.append(1) }
+        _ = queue.schedule(deadline: 40) { fired.append(4) }
+        queue.cancel(old)
+        // Takes the cancelled timer's slot; the old heap entry (deadline 10) stays dead.
+        let reused = queue.schedule(deadline: 30) { fired.append(3) }
+        XCTAssertNotEqual(reused, old)
+        XCTAssertEqual(queue.nextDeadline(), 30)
+        queue.cancel(old)
+        XCTAssertEqual(queue.count, 2)
+        for action in queue.popExpired(now: 35) { action() }
+        XCTAssertEqual(fired, [3])
+        queue.cancel(reused)
+        XCTAssertEqual(queue.count, 1)
+        for action in queue.popExpired(now: 100) { action() }
+        XCTAssertEqual(fired, [3, 4])
+    }
+
     func testCancellingEveryTimerEmptiesTheQueue() {
         var queue = TimerQueue()
         let timers = (0..<5).map { queue.schedule(deadline: UInt64(100 - $0)) {} }
