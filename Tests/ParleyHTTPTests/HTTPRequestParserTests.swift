@@ -362,6 +362,49 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertThrowsError(try HTTPRequestHead(method: .get, target: "no spaces allowed"))
     }
 
+    func testReusedHeadMemoryLeavesKeptRequestsIntact() throws {
+        var parser = HTTPRequestParser()
+        var kept: [HTTPRequest] = []
+        let texts = [
+            "GET /first?x=1 HTTP/1.1\r\nHost: a\r\nX-One: 1\r\n\r\n",
+            "GET /second/longer/path?y=2 HTTP/1.1\r\nHost: b\r\nX-Two: two\r\nX-Three: 3\r\n\r\n",
+            "GET /3 HTTP/1.1\r\nHost: c\r\n\r\n",
+            "GET /fourth HTTP/1.1\r\nHost: d\r\nX-Four: " + String(repeating: "4", count: 5000) + "\r\n\r\n",
+            "GET /fifth HTTP/1.1\r\nHost: e\r\n\r\n",
+        ]
+        for (index, text) in texts.enumerated() {
+            let bytes = [UInt8](http: text)
+            let (event, consumed) = try bytes.withUnsafeBytes { try parser.nextEvent(in: $0) }
+            guard case .head(let head)? = event else { return XCTFail("no head for request \(index)") }
+            let (end, _) = try bytes.withUnsafeBytes { try parser.nextEvent(in: UnsafeRawBufferPointer(rebasing: $0[consumed...])) }
+            guard case .end? = end else { return XCTFail("no end for request \(index)") }
+            let request = HTTPRequest(head: head)
+            // Every other request is kept (its memory is shared), the others are handed back.
+            if index % 2 == 0 { kept.append(request) }
+            parser.reuseHeadMemory(of: request)
+        }
+        XCTAssertEqual(kept.map(\.path), ["/first", "/3", "/fifth"])
+        XCTAssertEqual(kept.map { $0.headers["Host"] }, ["a", "c", "e"])
+        XCTAssertEqual(kept[0].queryParameter("x"), "1")
+        XCTAssertEqual(kept[0].headers["X-One"], "1")
+        XCTAssertEqual(kept[0].headers.count, 2)
+        // Requests parsed into reused memory.
+        let reused = try [UInt8](http: texts[1] + texts[3]).withUnsafeBytes { bytes in
+            var heads: [HTTPRequestHead] = []
+            var offset = 0
+            while offset < bytes.count {
+                let (event, consumed) = try parser.nextEvent(in: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                offset += consumed
+                if case .head(let head)? = event { heads.append(head) }
+            }
+            return heads
+        }
+        XCTAssertEqual(reused.map(\.path), ["/second/longer/path", "/fourth"])
+        XCTAssertEqual(reused[0].headers["X-Three"], "3")
+        XCTAssertEqual(reused[0].queryParameter("y"), "2")
+        XCTAssertEqual(reused[1].headers["X-Four"]?.count, 5000)
+    }
+
     // MARK: - Helpers
 
     private func parseHead(_ text: String) throws -> HTTPRequestHead {
