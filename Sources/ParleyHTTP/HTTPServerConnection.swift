@@ -475,7 +475,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
         // The front of the queue: written without storing the response in its slot (what
         // `writeReadyResponses` does first), then whatever became ready behind it.
-        let first = slots.removeFirst()
+        let first = removeFirstSlot()
         guard send(response, method: first.method, route: first.route, keepAlive: first.keepAlive, started: first.started) else {
             finishWriting()
             return
@@ -492,10 +492,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 return
             }
             guard slots[0].isReady else { break }
-            let slot = slots.removeFirst()
+            let slot = removeFirstSlot()
             guard send(slot) else { break }
         }
         finishWriting()
+    }
+
+    /// Takes the front of the queue; the only slot (the usual case) is taken from the end, which
+    /// moves no other slot.
+    private func removeFirstSlot() -> Slot {
+        slots.count == 1 ? slots.removeLast() : slots.removeFirst()
     }
 
     /// Writes the response of `slot`, which was at the front of the queue (and is out of it now);
