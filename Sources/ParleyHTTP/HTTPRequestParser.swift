@@ -540,8 +540,7 @@ public struct HTTPRequestParser {
               let method = HTTPMethod(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index])) else { return nil }
         index += 1
         let targetStart = index
-        while limit - index >= 8, HTTPWordScan.isPlainPath(HTTPWordScan.load(bytes, at: index)) { index += 8 }
-        while index < limit, HTTPCharacterClass.isPlainPathByte(bytes[index]) { index += 1 }
+        index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.plainPathStops, HTTPCharacterClass.isPlainPathByte)
         // `/` and no `?`, `#` or `%`: the path decodes to itself. A `?` after it starts the query,
         // which ends at a `#` or with the target.
         let pathEnd = index
@@ -549,12 +548,10 @@ public struct HTTPRequestParser {
         var queryEnd: Int?
         if plainPath, index < limit, bytes[index] == .questionMark {
             index += 1
-            while limit - index >= 8, HTTPWordScan.isQuery(HTTPWordScan.load(bytes, at: index)) { index += 8 }
-            while index < limit, HTTPCharacterClass.isQueryByte(bytes[index]) { index += 1 }
+            index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.queryStops, HTTPCharacterClass.isQueryByte)
             queryEnd = index
         }
-        while limit - index >= 8, HTTPWordScan.isTarget(HTTPWordScan.load(bytes, at: index)) { index += 8 }
-        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) { index += 1 }
+        index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.targetStops, HTTPCharacterClass.isTarget)
         guard index > targetStart, index < limit, bytes[index] == .space else { return nil }
         let targetEnd = index
         index += 1
@@ -586,23 +583,13 @@ public struct HTTPRequestParser {
                 break
             }
             let nameStart = index
-            while limit - index >= 8, HTTPWordScan.isNameCommon(HTTPWordScan.load(bytes, at: index)) { index += 8 }
-            while index < limit, HTTPCharacterClass.isToken(bytes[index]) { index += 1 }
+            index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.nameCommonStops, HTTPCharacterClass.isToken)
             guard index > nameStart, index < limit, bytes[index] == .colon else { return giveUpWholeHead() }
             let nameEnd = index
             index += 1
             while index < limit, HTTPCharacterClass.isWhitespace(bytes[index]) { index += 1 }
             let valueStart = index
-            while index < limit {
-                if limit - index >= 8, HTTPWordScan.isFieldValue(HTTPWordScan.load(bytes, at: index)) {
-                    index += 8
-                    continue
-                }
-                // A word with a tab or the value's end in it, or the last few bytes: one by one.
-                let end = min(limit, index + 8)
-                while index < end, HTTPCharacterClass.isFieldValue(bytes[index]) { index += 1 }
-                if index < end { break }
-            }
+            index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.fieldValueStops, HTTPCharacterClass.isFieldValue)
             // Leading whitespace was skipped: the value ends after its last other byte.
             var valueEnd = index
             while valueEnd > valueStart, HTTPCharacterClass.isWhitespace(bytes[valueEnd - 1]) { valueEnd -= 1 }
@@ -628,6 +615,26 @@ public struct HTTPRequestParser {
         head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
         inHead = true
         return index
+    }
+
+    /// The index of the first byte from `index` (before `limit`) that is not a member: whole words
+    /// up to their first stop (see `HTTPWordScan`), and the byte at a stop or the last few bytes
+    /// checked one by one (a stop may be a member the word check does not cover, such as a tab in
+    /// a field value: the scan goes on after it).
+    @inline(__always)
+    private static func skip(
+        _ bytes: UnsafeBufferPointer<UInt8>, from index: Int, to limit: Int, _ stops: (UInt64) -> UInt64, _ isMember: (UInt8) -> Bool
+    ) -> Int {
+        var index = index
+        while true {
+            if limit - index >= 8 {
+                let run = HTTPWordScan.run(stops(HTTPWordScan.load(bytes, at: index)))
+                index += run
+                if run == 8 { continue }
+            }
+            guard index < limit, isMember(bytes[index]) else { return index }
+            index += 1
+        }
     }
 
     private mutating func giveUpWholeHead() -> Int? {
