@@ -125,6 +125,16 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertEqual(head.queryParameters.map(\.name), ["q", "empty", "flag", "q", "bad"])
     }
 
+    func testQueryParametersSplitAtEveryAmpersandAndTheFirstEquals() throws {
+        let head = try parseHead("GET /q?&a=1&&b=x=y&=v&c&d=&" + String(repeating: "e", count: 40) + "=" + String(repeating: "f", count: 40) + "& HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(head.queryParameters.map { "\($0.name)|\($0.value)" }, [
+            "a|1", "b|x=y", "|v", "c|", "d|", String(repeating: "e", count: 40) + "|" + String(repeating: "f", count: 40),
+        ])
+        XCTAssertEqual(try parseHead("GET /q? HTTP/1.1\r\n\r\n").queryParameters.count, 0)
+        XCTAssertEqual(try parseHead("GET /q?& HTTP/1.1\r\n\r\n").queryParameters.count, 0)
+        XCTAssertEqual(try parseHead("GET /q?= HTTP/1.1\r\n\r\n").queryParameters.map { "\($0.name)|\($0.value)" }, ["|"])
+    }
+
     func testRequestTargetForms() throws {
         let absolute = try parseHead("GET http://example.com:8080/over/there?name=ferret#nose HTTP/1.1\r\n\r\n")
         XCTAssertEqual(absolute.path, "/over/there")
