@@ -558,9 +558,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool) {
         let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest)
         let inlineBody = sendsBody && response.body.count <= 16 << 10
+        let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
         var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
         HTTPResponseSerializer.writeHead(
-            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &scratch)
+            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
+            into: &scratch)
         if inlineBody { response.body.withUnsafeBytes { scratch.append($0) } }
         if !scratch.overflowed {
             connection.write(scratch.written)
@@ -568,10 +570,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return
         }
         // A head too large for the scratch memory.
-        var head: [UInt8] = []
+        var head = ArrayOutput(bytes: [])
         HTTPResponseSerializer.writeHead(
-            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &head)
-        connection.write(head)
+            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
+            into: &head)
+        connection.write(head.bytes)
         if sendsBody { connection.write(response.body) }
     }
 
