@@ -126,6 +126,20 @@ public enum HTTPResponseSerializer {
 
     static func appendDecimal<Output: ResponseOutput>(_ value: Int, into output: inout Output) {
         precondition(value >= 0, "negative decimal")
+        if value < 100_000_000 {
+            // Up to eight digits (every body length in practice) in one word, first digit lowest.
+            var rest = UInt64(value)
+            var word: UInt64 = 0
+            var count = 0
+            repeat {
+                word = word << 8 | (0x30 + rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0
+            var stored = word.littleEndian
+            withUnsafeBytes(of: &stored) { output.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            return
+        }
         var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
             (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -216,6 +230,8 @@ final class SerializedFields {
     let hasDate: Bool
     /// The first valid `Content-Length` the handler set.
     let contentLength: Int?
+    /// Whether the fields ask to close the connection (`Connection: close`).
+    let asksToClose: Bool
     /// The field lines written after the server's own lines.
     let lines: [UInt8]
 
@@ -223,6 +239,7 @@ final class SerializedFields {
         self.headers = headers
         self.switching = switching
         (hasDate, contentLength) = HTTPResponseSerializer.framingFacts(headers, headRequest: true)
+        asksToClose = headers.containsToken("close", inField: "connection")
         var output = ArrayOutput(bytes: [])
         HTTPResponseSerializer.appendFieldLines(headers, switching: switching, into: &output)
         lines = output.bytes

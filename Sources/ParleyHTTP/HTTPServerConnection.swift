@@ -517,8 +517,10 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     /// `send` for a request answered by `response`.
     private func send(_ response: HTTPResponse, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64) -> Bool {
         let last = slots.isEmpty && incoming == nil
-        let keepAlive = requested && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
-        write(response, keepAlive: keepAlive, headRequest: method == .head)
+        let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
+        let asksToClose = fields?.asksToClose ?? response.headers.containsToken("close", inField: "connection")
+        let keepAlive = requested && !(closing && last) && !asksToClose
+        write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields)
         if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
         return sent(keepAlive: keepAlive)
     }
@@ -555,10 +557,10 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         updateDeadline()
     }
 
-    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool) {
+    /// Writes `response`; `fields` are its header fields from the loop's cache, if there.
+    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, fields: SerializedFields?) {
         let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest)
         let inlineBody = sendsBody && response.body.count <= 16 << 10
-        let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
         var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
         HTTPResponseSerializer.writeHead(
             response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
@@ -584,7 +586,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, inlineBodyLimit: 16 << 10,
             into: &scratch)
         guard !scratch.overflowed else {
-            write(constant.response, keepAlive: keepAlive, headRequest: headRequest)
+            write(constant.response, keepAlive: keepAlive, headRequest: headRequest, fields: nil)
             return
         }
         connection.write(scratch.written)
@@ -615,7 +617,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             : handler(request, requestContext, connection)
         switch action {
         case .accept(let response, let next):
-            write(response, keepAlive: true, headRequest: false)
+            write(response, keepAlive: true, headRequest: false, fields: nil)
             if let observer = context.observer {
                 report(method: first.method, route: first.route, started: first.started, status: response.status, to: observer)
             }

@@ -47,6 +47,16 @@ final class HTTPResponseSerializerTests: XCTestCase {
         replaced.remove("X-A")
         XCTAssertFalse(fields.serves(replaced, switching: false))
         XCTAssertTrue(fields.serves(headers, switching: false))
+        XCTAssertFalse(fields.asksToClose)
+        XCTAssertTrue(SerializedFields(["Connection": "keep-alive, Close"], switching: false).asksToClose)
+    }
+
+    func testDecimals() {
+        for value in [0, 7, 10, 99, 100, 4096, 12_345_678, 99_999_999, 100_000_000, 1_234_567_890_123, Int.max] {
+            var output = ArrayOutput(bytes: [])
+            HTTPResponseSerializer.appendDecimal(value, into: &output)
+            XCTAssertEqual(String(decoding: output.bytes, as: UTF8.self), String(value))
+        }
     }
 
     func testImfFixdate() {

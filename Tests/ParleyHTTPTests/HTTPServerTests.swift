@@ -47,6 +47,7 @@ final class HTTPServerTests: XCTestCase {
 
     static let healthResponse = HTTPResponse(headers: ["Content-Type": "text/plain"], body: "ok")
     static let fixedResponse = HTTPResponse(headers: ["Date": "yesterday", "Content-Length": "7", "X-Fixed": "1"])
+    static let closingResponse = HTTPResponse(headers: ["Connection": "close"], body: "bye")
 
     private func makeRouter() -> Router {
         let router = Router()
@@ -61,6 +62,7 @@ final class HTTPServerTests: XCTestCase {
         }
         router.get("/text") { _, _ in HTTPResponse(body: "hello, world") }
         router.inline(.get, "/fixed") { _, _ in Self.fixedResponse }
+        router.inline(.get, "/bye") { _, _ in Self.closingResponse }
         router.inline(.get, "/only-get") { _, _ in HTTPResponse(body: "get") }
         router.put("/only-get") { _, _ in HTTPResponse(body: "put") }
         router.get("/slow") { _, _ in
@@ -134,6 +136,20 @@ final class HTTPServerTests: XCTestCase {
                 XCTAssertEqual(response.headers.map(\.name), ["Date", "Content-Length", "Connection"], "\(index)")
                 XCTAssertEqual(response.text, headRequest ? "" : "hello, world")
             }
+        }
+    }
+
+    func testStaticFieldsAskingToCloseCloseEveryConnection() throws {
+        let server = try startServer()
+        // Six connections over two loops: one loop sees the same fields at least three times
+        // (written directly, then cached, then from the cache).
+        for index in 0..<6 {
+            let client = try HTTPTestClient(port: server.port)
+            try client.send("GET /bye HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+            let response = try client.readResponse()
+            XCTAssertEqual(response.text, "bye", "\(index)")
+            XCTAssertEqual(response.header("Connection"), "close", "\(index)")
+            XCTAssertTrue(client.readsEOF(), "\(index)")
         }
     }
 
