@@ -35,6 +35,12 @@ enum HTTPCharacterClass {
         return false
     }
 
+    /// A request-target byte that can be in a query: visible ASCII except `#` (which starts the fragment).
+    @inline(__always)
+    static func isQueryByte(_ byte: UInt8) -> Bool {
+        isTarget(byte) && byte != .hash
+    }
+
     /// SP or HTAB.
     @inline(__always)
     static func isWhitespace(_ byte: UInt8) -> Bool {

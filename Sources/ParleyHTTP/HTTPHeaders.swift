@@ -131,6 +131,16 @@ public struct HTTPHeaders: Sendable {
 
     // MARK: - Internal byte access
 
+    /// Whether both values hold the very same storage and field arrays: one was copied from the
+    /// other and neither changed since (a change copies shared arrays first), so they are equal.
+    func sharesStorage(with other: HTTPHeaders) -> Bool {
+        storage.withUnsafeBufferPointer { mine in
+            other.storage.withUnsafeBufferPointer { mine.baseAddress == $0.baseAddress && mine.count == $0.count }
+        } && fields.withUnsafeBufferPointer { mine in
+            other.fields.withUnsafeBufferPointer { mine.baseAddress == $0.baseAddress && mine.count == $0.count }
+        }
+    }
+
     func firstIndex(of name: String) -> Int? {
         // Lengths first: most lookups (Parse reads seven headers per request) match no field,
         // and comparing a length is far cheaper than borrowing the name's bytes.

@@ -19,6 +19,13 @@ public struct HTTPRequest: Sendable {
     public func queryParameter(_ name: String) -> String? { head.queryParameter(name) }
 }
 
+extension HTTPRequest {
+    /// The arrays holding the head's bytes and fields, for the parser to reuse; the request is used up.
+    consuming func takeHeadMemory() -> (bytes: [UInt8], fields: [HTTPHeaders.Field]) {
+        (head.raw, head.headers.fields)
+    }
+}
+
 /// The values a route pattern captured, in pattern order.
 public struct PathParameters: Sendable, Equatable, Sequence {
     public private(set) var pairs: [(name: String, value: String)]

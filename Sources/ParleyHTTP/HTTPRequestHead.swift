@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// How a request's body is delimited.
 public enum HTTPBodyFraming: Sendable, Hashable {
     /// `Content-Length` bytes (0 when the request has neither Content-Length nor Transfer-Encoding).
@@ -119,11 +123,9 @@ public struct HTTPRequestHead: Sendable {
         raw.withUnsafeBufferPointer { bytes in
             var start = queryRange.lowerBound
             while start <= queryRange.upperBound {
-                var end = start
-                while end < queryRange.upperBound, bytes[end] != 0x26 { end += 1 }
+                let end = HTTPRequestHead.firstIndex(of: 0x26, in: bytes, start..<queryRange.upperBound)
                 if end > start {
-                    var equals = start
-                    while equals < end, bytes[equals] != .equals { equals += 1 }
+                    let equals = HTTPRequestHead.firstIndex(of: .equals, in: bytes, start..<end)
                     let key = PercentDecoding.decodeQueryComponent(UnsafeBufferPointer(rebasing: bytes[start..<equals]))
                     let value = equals < end
                         ? PercentDecoding.decodeQueryComponent(UnsafeBufferPointer(rebasing: bytes[(equals + 1)..<end]))
@@ -133,6 +135,14 @@ public struct HTTPRequestHead: Sendable {
                 start = end + 1
             }
         }
+    }
+
+    /// Where `byte` first is in `bytes[range]`, else `range.upperBound` (`memchr`: a query's
+    /// values are long runs without `&`).
+    private static func firstIndex(of byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int {
+        guard !range.isEmpty, let start = bytes.baseAddress.map({ UnsafeRawPointer($0) + range.lowerBound }),
+              let found = memchr(start, Int32(byte), range.count) else { return range.upperBound }
+        return range.lowerBound + start.distance(to: UnsafeRawPointer(found))
     }
 
     func string(_ range: Range<Int>) -> String {

@@ -199,6 +199,22 @@ public struct HTTPRequestParser {
         fields.removeAll(keepingCapacity: true)
     }
 
+    /// Takes back the memory of a head this parser made, once its request is done with, for the
+    /// next head (two allocations and frees fewer per request). Memory still shared with another
+    /// value is copied by the reuse instead, which the next head would have allocated anyway; more
+    /// than `maxReusedHeadCapacity` bytes are not kept, so an idle connection holds little.
+    mutating func reuseHeadMemory(of request: consuming HTTPRequest) {
+        guard head.capacity == 0, fields.capacity == 0, !headCompleted else { return }
+        var (bytes, fields) = request.takeHeadMemory()
+        guard bytes.capacity <= HTTPRequestParser.maxReusedHeadCapacity else { return }
+        bytes.removeAll(keepingCapacity: true)
+        fields.removeAll(keepingCapacity: true)
+        head = bytes
+        self.fields = fields
+    }
+
+    static let maxReusedHeadCapacity = 4096
+
     /// The head `advance` just reported, moved out of the parser.
     mutating func takeHead() -> HTTPRequestHead {
         precondition(headCompleted, "HTTPRequestParser: no completed head")
@@ -524,18 +540,18 @@ public struct HTTPRequestParser {
               let method = HTTPMethod(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index])) else { return nil }
         index += 1
         let targetStart = index
-        while limit - index >= 8, HTTPWordScan.isPlainPath(HTTPWordScan.load(bytes, at: index)) { index += 8 }
-        while index < limit, HTTPCharacterClass.isPlainPathByte(bytes[index]) { index += 1 }
-        // `/` and no `?`, `#` or `%`: the whole target is the path, which decodes to itself.
-        var plainPath = index > targetStart && bytes[targetStart] == .slash
-        while limit - index >= 8, HTTPWordScan.isTarget(HTTPWordScan.load(bytes, at: index)) {
-            plainPath = false
-            index += 8
-        }
-        while index < limit, HTTPCharacterClass.isTarget(bytes[index]) {
-            plainPath = false
+        index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.plainPathStops, HTTPCharacterClass.isPlainPathByte)
+        // `/` and no `?`, `#` or `%`: the path decodes to itself. A `?` after it starts the query,
+        // which ends at a `#` or with the target.
+        let pathEnd = index
+        let plainPath = index > targetStart && bytes[targetStart] == .slash
+        var queryEnd: Int?
+        if plainPath, index < limit, bytes[index] == .questionMark {
             index += 1
+            index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.queryStops, HTTPCharacterClass.isQueryByte)
+            queryEnd = index
         }
+        index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.targetStops, HTTPCharacterClass.isTarget)
         guard index > targetStart, index < limit, bytes[index] == .space else { return nil }
         let targetEnd = index
         index += 1
@@ -543,9 +559,11 @@ public struct HTTPRequestParser {
               bytes[index + 8] == .cr, bytes[index + 9] == .lf else { return nil }
         index += 10
         let target: HTTPRequestTarget
-        if plainPath {
-            let range = (targetStart - start)..<(targetEnd - start)
-            target = HTTPRequestTarget(targetRange: range, pathRange: range, queryRange: nil)
+        if plainPath, queryEnd != nil || pathEnd == targetEnd || bytes[pathEnd] == .hash {
+            // Exactly what `HTTPRequestTarget.parse` finds for such a target, without a second pass.
+            target = HTTPRequestTarget(
+                targetRange: (targetStart - start)..<(targetEnd - start), pathRange: (targetStart - start)..<(pathEnd - start),
+                queryRange: queryEnd.map { (pathEnd + 1 - start)..<($0 - start) })
         } else {
             guard let parsed = try? HTTPRequestTarget.parse(UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd]), at: targetStart - start) else {
                 return nil
@@ -565,23 +583,13 @@ public struct HTTPRequestParser {
                 break
             }
             let nameStart = index
-            while limit - index >= 8, HTTPWordScan.isNameCommon(HTTPWordScan.load(bytes, at: index)) { index += 8 }
-            while index < limit, HTTPCharacterClass.isToken(bytes[index]) { index += 1 }
+            index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.nameCommonStops, HTTPCharacterClass.isToken)
             guard index > nameStart, index < limit, bytes[index] == .colon else { return giveUpWholeHead() }
             let nameEnd = index
             index += 1
             while index < limit, HTTPCharacterClass.isWhitespace(bytes[index]) { index += 1 }
             let valueStart = index
-            while index < limit {
-                if limit - index >= 8, HTTPWordScan.isFieldValue(HTTPWordScan.load(bytes, at: index)) {
-                    index += 8
-                    continue
-                }
-                // A word with a tab or the value's end in it, or the last few bytes: one by one.
-                let end = min(limit, index + 8)
-                while index < end, HTTPCharacterClass.isFieldValue(bytes[index]) { index += 1 }
-                if index < end { break }
-            }
+            index = HTTPRequestParser.skip(bytes, from: index, to: limit, HTTPWordScan.fieldValueStops, HTTPCharacterClass.isFieldValue)
             // Leading whitespace was skipped: the value ends after its last other byte.
             var valueEnd = index
             while valueEnd > valueStart, HTTPCharacterClass.isWhitespace(bytes[valueEnd - 1]) { valueEnd -= 1 }
@@ -607,6 +615,26 @@ public struct HTTPRequestParser {
         head.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
         inHead = true
         return index
+    }
+
+    /// The index of the first byte from `index` (before `limit`) that is not a member: whole words
+    /// up to their first stop (see `HTTPWordScan`), and the byte at a stop or the last few bytes
+    /// checked one by one (a stop may be a member the word check does not cover, such as a tab in
+    /// a field value: the scan goes on after it).
+    @inline(__always)
+    private static func skip(
+        _ bytes: UnsafeBufferPointer<UInt8>, from index: Int, to limit: Int, _ stops: (UInt64) -> UInt64, _ isMember: (UInt8) -> Bool
+    ) -> Int {
+        var index = index
+        while true {
+            if limit - index >= 8 {
+                let run = HTTPWordScan.run(stops(HTTPWordScan.load(bytes, at: index)))
+                index += run
+                if run == 8 { continue }
+            }
+            guard index < limit, isMember(bytes[index]) else { return index }
+            index += 1
+        }
     }
 
     private mutating func giveUpWholeHead() -> Int? {

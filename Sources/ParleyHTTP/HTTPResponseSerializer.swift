@@ -21,28 +21,23 @@ public enum HTTPResponseSerializer {
         buffer = output.bytes
     }
 
-    /// `writeHead` into any byte sink (the server writes into a loop's scratch memory).
+    /// `writeHead` into any byte sink (the server writes into a loop's scratch memory); `fields`,
+    /// when given, are the response's header fields serialized earlier.
     @inline(__always)
     static func writeHead<Output: ResponseOutput>(
-        _ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, dateHeaderLine: [UInt8], into output: inout Output
+        _ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, dateHeaderLine: [UInt8], fields: SerializedFields? = nil,
+        into output: inout Output
     ) {
         let status = response.status
-        let headers = response.headers
         let switching = status.code == 101
         appendStatusLine(status, into: &output)
-        var handlerContentLength: Int?
-        var hasDate = false
-        for index in 0..<headers.count {
-            switch headers.fields[index].nameLength {
-            case 4:
-                if headers.nameIs(index, "date") { hasDate = true }
-            case 14:
-                if headRequest, handlerContentLength == nil, headers.nameIs(index, "content-length") {
-                    handlerContentLength = headers.withValueBytes(at: index) { Int(decimal: $0) }
-                }
-            default:
-                break
-            }
+        let hasDate: Bool
+        let handlerContentLength: Int?
+        if let fields {
+            hasDate = fields.hasDate
+            handlerContentLength = fields.contentLength
+        } else {
+            (hasDate, handlerContentLength) = framingFacts(response.headers, headRequest: headRequest)
         }
         if !hasDate { dateHeaderLine.withUnsafeBytes { output.append($0) } }
         if status.allowsContent {
@@ -54,6 +49,37 @@ public enum HTTPResponseSerializer {
         if !switching {
             output.append(keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n")
         }
+        if let fields {
+            fields.lines.withUnsafeBytes { output.append($0) }
+        } else {
+            appendFieldLines(response.headers, switching: switching, into: &output)
+        }
+        output.append("\r\n")
+    }
+
+    /// Whether the handler set `Date`, and (only asked for HEAD) the first valid `Content-Length` it set.
+    @inline(__always)
+    static func framingFacts(_ headers: HTTPHeaders, headRequest: Bool) -> (hasDate: Bool, contentLength: Int?) {
+        var contentLength: Int?
+        var hasDate = false
+        for index in 0..<headers.count {
+            switch headers.fields[index].nameLength {
+            case 4:
+                if headers.nameIs(index, "date") { hasDate = true }
+            case 14:
+                if headRequest, contentLength == nil, headers.nameIs(index, "content-length") {
+                    contentLength = headers.withValueBytes(at: index) { Int(decimal: $0) }
+                }
+            default:
+                break
+            }
+        }
+        return (hasDate, contentLength)
+    }
+
+    /// The handler's field lines, without the framing fields the server writes itself.
+    @inline(__always)
+    static func appendFieldLines<Output: ResponseOutput>(_ headers: HTTPHeaders, switching: Bool, into output: inout Output) {
         headers.storage.withUnsafeBytes { storage in
             for (index, field) in headers.fields.enumerated() {
                 switch field.nameLength {
@@ -70,7 +96,6 @@ public enum HTTPResponseSerializer {
                 output.append("\r\n")
             }
         }
-        output.append("\r\n")
     }
 
     /// Whether the body bytes go on the wire after the head.
@@ -101,6 +126,20 @@ public enum HTTPResponseSerializer {
 
     static func appendDecimal<Output: ResponseOutput>(_ value: Int, into output: inout Output) {
         precondition(value >= 0, "negative decimal")
+        if value < 100_000_000 {
+            // Up to eight digits (every body length in practice) in one word, first digit lowest.
+            var rest = UInt64(value)
+            var word: UInt64 = 0
+            var count = 0
+            repeat {
+                word = word << 8 | (0x30 + rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0
+            var stored = word.littleEndian
+            withUnsafeBytes(of: &stored) { output.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            return
+        }
         var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
             (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -178,5 +217,36 @@ extension Int {
             value = sum
         }
         self = value
+    }
+}
+
+/// What `writeHead` takes from a response's header fields, serialized once: the server keeps the
+/// last fields it saw again (a handler's shared static fields) and copies their lines instead of
+/// rewriting them for every response.
+final class SerializedFields {
+    /// The fields these are made of, kept so that their storage stays alive (see `serves`).
+    let headers: HTTPHeaders
+    let switching: Bool
+    let hasDate: Bool
+    /// The first valid `Content-Length` the handler set.
+    let contentLength: Int?
+    /// Whether the fields ask to close the connection (`Connection: close`).
+    let asksToClose: Bool
+    /// The field lines written after the server's own lines.
+    let lines: [UInt8]
+
+    init(_ headers: HTTPHeaders, switching: Bool) {
+        self.headers = headers
+        self.switching = switching
+        (hasDate, contentLength) = HTTPResponseSerializer.framingFacts(headers, headRequest: true)
+        asksToClose = headers.containsToken("close", inField: "connection")
+        var output = ArrayOutput(bytes: [])
+        HTTPResponseSerializer.appendFieldLines(headers, switching: switching, into: &output)
+        lines = output.bytes
+    }
+
+    /// Whether these are the serialized form of `headers` for a response that does (not) switch protocols.
+    func serves(_ headers: HTTPHeaders, switching: Bool) -> Bool {
+        switching == self.switching && self.headers.sharesStorage(with: headers)
     }
 }

@@ -173,6 +173,11 @@ final class HTTPLoopContext: @unchecked Sendable {
     static let scratchCapacity = 32 << 10
     private var connections: [ObjectIdentifier: HTTPServerConnection] = [:]
     private var nextRequestNumber: UInt64 = 0
+    /// The serialized form of the last response fields that came twice in a row.
+    private var cachedFields: SerializedFields?
+    /// The fields of the last response written without `cachedFields`, kept alive so that seeing
+    /// them again is an identity test (see `HTTPHeaders.sharesStorage`).
+    private var lastFields: HTTPHeaders?
     private var ticker: TimerID?
     private var running = false
 
@@ -184,6 +189,20 @@ final class HTTPLoopContext: @unchecked Sendable {
 
     deinit {
         scratch.deallocate()
+    }
+
+    /// The serialized form of `headers`: cached when they are the very fields of the last response
+    /// (a handler's shared static fields), nil for fields seen once, which are written directly.
+    func serializedFields(of headers: HTTPHeaders, switching: Bool) -> SerializedFields? {
+        if let cachedFields, cachedFields.serves(headers, switching: switching) { return cachedFields }
+        guard let lastFields, lastFields.sharesStorage(with: headers) else {
+            lastFields = headers
+            return nil
+        }
+        let serialized = SerializedFields(headers, switching: switching)
+        cachedFields = serialized
+        self.lastFields = nil
+        return serialized
     }
 
     func start(interval: Duration) {

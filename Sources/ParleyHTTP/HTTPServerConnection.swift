@@ -306,40 +306,45 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             // The parser has stopped: unless a route takes the connection over, close after answering.
             if case .found(let route, _) = match, case .upgrade = route.handler {} else { closing = true }
         }
+        let method = head.method
+        let keepAlive = head.keepAlive
         switch match {
         case .notFound, .methodNotAllowed:
-            enqueue(Slot(
-                sequence: sequence, method: head.method, route: nil, response: responseForUnrouted(match),
-                keepAlive: head.keepAlive, started: started))
+            answer(responseForUnrouted(match), sequence: sequence, method: method, route: nil, keepAlive: keepAlive, started: started)
         case .found(let route, _) where route.constant != nil:
             enqueue(Slot(
-                sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
-                started: started, constant: route.constant))
+                sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started,
+                constant: route.constant))
         case .found(let route, let parameters):
             if case .inlineFirst(let attempt, let handler) = route.handler {
                 let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
                 attemptSequence = sequence
                 let taken = attempt(request, HTTPResponder(connection: self, sequence: sequence))
                 attemptSequence = nil
-                let answer = attemptAnswer.take()
-                enqueue(Slot(
-                    sequence: sequence, method: request.method, route: route, response: answer, keepAlive: request.head.keepAlive,
-                    started: started))
-                if !taken { runAsync(handler, request, makeContext(route, parameters), sequence: sequence) }
+                if let response = attemptAnswer.take() {
+                    answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started)
+                } else {
+                    slots.append(Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started))
+                }
+                if taken {
+                    parser.reuseHeadMemory(of: request)
+                } else {
+                    runAsync(handler, request, makeContext(route, parameters), sequence: sequence)
+                }
                 return
             }
-            var slot = Slot(
-                sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive,
-                started: started)
             let requestContext = makeContext(route, parameters)
             switch route.handler {
             case .inline(let handler):
-                slot.response = handler(HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext)
-                enqueue(slot)
+                let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
+                let response = handler(request, requestContext)
+                parser.reuseHeadMemory(of: request)
+                answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started)
             case .async(let handler), .inlineFirst(_, let handler):
-                enqueue(slot)
+                enqueue(Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started))
                 runAsync(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext, sequence: sequence)
             case .upgrade(let handler):
+                var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
                 if head.isUpgrade {
                     pendingUpgrade = (handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext)
                     slot.upgradePending = true
@@ -373,6 +378,17 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
         // What `enqueue` and `send` do with a slot, without making one.
         _ = send(constant, method: method, route: route, keepAlive: keepAlive, started: started)
+        finishWriting()
+    }
+
+    /// A request answered at once: written now when nothing precedes it, else queued ready.
+    private func answer(_ response: HTTPResponse, sequence: UInt64, method: HTTPMethod, route: Route?, keepAlive: Bool, started: UInt64) {
+        guard slots.isEmpty else {
+            slots.append(Slot(sequence: sequence, method: method, route: route, response: response, keepAlive: keepAlive, started: started))
+            return
+        }
+        // What `enqueue` and `send` do with a ready slot, without making one.
+        _ = send(response, method: method, route: route, keepAlive: keepAlive, started: started)
         finishWriting()
     }
 
@@ -449,11 +465,22 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     // MARK: - Writing
 
     private func complete(_ sequence: UInt64, _ response: HTTPResponse) {
-        guard !closed, let first = slots.first, sequence >= first.sequence else { return }
-        let index = Int(sequence - first.sequence)
-        guard index < slots.count, slots[index].sequence == sequence, slots[index].response == nil else { return }
-        slots[index].response = response
-        if index == 0 { writeReadyResponses() }
+        guard !closed, !slots.isEmpty, sequence >= slots[0].sequence else { return }
+        let index = Int(sequence - slots[0].sequence)
+        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response else { return }
+        guard index == 0, !slots[0].upgradePending else {
+            slots[index].response = response
+            if index == 0 { writeReadyResponses() }
+            return
+        }
+        // The front of the queue: written without storing the response in its slot (what
+        // `writeReadyResponses` does first), then whatever became ready behind it.
+        let first = removeFirstSlot()
+        guard send(response, method: first.method, route: first.route, keepAlive: first.keepAlive, started: first.started) else {
+            finishWriting()
+            return
+        }
+        writeReadyResponses()
     }
 
     /// Writes the responses at the front of the queue that are ready, in request order.
@@ -465,10 +492,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 return
             }
             guard slots[0].isReady else { break }
-            let slot = slots.removeFirst()
+            let slot = removeFirstSlot()
             guard send(slot) else { break }
         }
         finishWriting()
+    }
+
+    /// Takes the front of the queue; the only slot (the usual case) is taken from the end, which
+    /// moves no other slot.
+    private func removeFirstSlot() -> Slot {
+        slots.count == 1 ? slots.removeLast() : slots.removeFirst()
     }
 
     /// Writes the response of `slot`, which was at the front of the queue (and is out of it now);
@@ -478,10 +511,17 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return send(constant, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
         }
         guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
+        return send(response, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
+    }
+
+    /// `send` for a request answered by `response`.
+    private func send(_ response: HTTPResponse, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64) -> Bool {
         let last = slots.isEmpty && incoming == nil
-        let keepAlive = slot.keepAlive && !(closing && last) && !response.headers.containsToken("close", inField: "connection")
-        write(response, keepAlive: keepAlive, headRequest: slot.method == .head)
-        if let observer = context.observer { report(method: slot.method, route: slot.route, started: slot.started, status: response.status, to: observer) }
+        let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
+        let asksToClose = fields?.asksToClose ?? response.headers.containsToken("close", inField: "connection")
+        let keepAlive = requested && !(closing && last) && !asksToClose
+        write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields)
+        if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
         return sent(keepAlive: keepAlive)
     }
 
@@ -517,12 +557,14 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         updateDeadline()
     }
 
-    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool) {
+    /// Writes `response`; `fields` are its header fields from the loop's cache, if there.
+    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, fields: SerializedFields?) {
         let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest)
         let inlineBody = sendsBody && response.body.count <= 16 << 10
         var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
         HTTPResponseSerializer.writeHead(
-            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &scratch)
+            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
+            into: &scratch)
         if inlineBody { response.body.withUnsafeBytes { scratch.append($0) } }
         if !scratch.overflowed {
             connection.write(scratch.written)
@@ -530,10 +572,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return
         }
         // A head too large for the scratch memory.
-        var head: [UInt8] = []
+        var head = ArrayOutput(bytes: [])
         HTTPResponseSerializer.writeHead(
-            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, into: &head)
-        connection.write(head)
+            response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
+            into: &head)
+        connection.write(head.bytes)
         if sendsBody { connection.write(response.body) }
     }
 
@@ -543,7 +586,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, inlineBodyLimit: 16 << 10,
             into: &scratch)
         guard !scratch.overflowed else {
-            write(constant.response, keepAlive: keepAlive, headRequest: headRequest)
+            write(constant.response, keepAlive: keepAlive, headRequest: headRequest, fields: nil)
             return
         }
         connection.write(scratch.written)
@@ -574,7 +617,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             : handler(request, requestContext, connection)
         switch action {
         case .accept(let response, let next):
-            write(response, keepAlive: true, headRequest: false)
+            write(response, keepAlive: true, headRequest: false, fields: nil)
             if let observer = context.observer {
                 report(method: first.method, route: first.route, started: first.started, status: response.status, to: observer)
             }

@@ -14,25 +14,30 @@ enum PercentDecoding {
     /// Leniently decodes a query component: `+` is a space, a malformed escape stays as written,
     /// invalid UTF-8 becomes U+FFFD.
     static func decodeQueryComponent(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        guard bytes.contains(where: { $0 == .percent || $0 == .plus }) else {
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(bytes.count)
-        var index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == .percent, index + 2 < bytes.count,
-               let high = HTTPCharacterClass.hexValue(bytes[index + 1]),
-               let low = HTTPCharacterClass.hexValue(bytes[index + 2]) {
-                decoded.append(high << 4 | low)
-                index += 3
-            } else {
-                decoded.append(byte == .plus ? .space : byte)
-                index += 1
+        var first = 0
+        while first < bytes.count, bytes[first] != .percent, bytes[first] != .plus { first += 1 }
+        guard first < bytes.count else { return String(decoding: bytes, as: UTF8.self) }
+        // Decoded straight into the string's memory (which repairs invalid UTF-8 as
+        // `String(decoding:)` does); the part before the first escape is copied in one go.
+        return String(unsafeUninitializedCapacity: bytes.count) { decoded in
+            decoded.baseAddress.unsafelyUnwrapped.initialize(from: bytes.baseAddress.unsafelyUnwrapped, count: first)
+            var written = first
+            var index = first
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == .percent, index + 2 < bytes.count,
+                   let high = HTTPCharacterClass.hexValue(bytes[index + 1]),
+                   let low = HTTPCharacterClass.hexValue(bytes[index + 2]) {
+                    decoded[written] = high << 4 | low
+                    index += 3
+                } else {
+                    decoded[written] = byte == .plus ? .space : byte
+                    index += 1
+                }
+                written += 1
             }
+            return written
         }
-        return String(decoding: decoded, as: UTF8.self)
     }
 
     /// Strictly decodes one path segment into bytes (for route matching); nil on a bad escape.

@@ -34,6 +34,8 @@ public final class EventLoop: @unchecked Sendable {
     private var generation: UInt32 = 0
     private var timers = TimerQueue()
     private var localWork: [LocalWork] = []
+    /// The batch `runWork` is running; swapped with `localWork` so neither array is reallocated per turn.
+    private var runningWork: [LocalWork] = []
     private let events: UnsafeMutablePointer<epoll_event>
     private let eventCapacity = 512
     private var iterationStart: UInt64 = 0
@@ -288,14 +290,14 @@ public final class EventLoop: @unchecked Sendable {
         // Bounded rounds, so a task that keeps scheduling tasks cannot starve I/O.
         var rounds = 0
         while !localWork.isEmpty && rounds < 4 {
-            let batch = localWork
-            localWork.removeAll(keepingCapacity: true)
-            for work in batch {
-                switch work {
+            swap(&localWork, &runningWork)
+            for index in runningWork.indices {
+                switch runningWork[index] {
                 case .closure(let body): body()
                 case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
                 }
             }
+            runningWork.removeAll(keepingCapacity: true)
             rounds += 1
         }
     }

@@ -125,6 +125,16 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertEqual(head.queryParameters.map(\.name), ["q", "empty", "flag", "q", "bad"])
     }
 
+    func testQueryParametersSplitAtEveryAmpersandAndTheFirstEquals() throws {
+        let head = try parseHead("GET /q?&a=1&&b=x=y&=v&c&d=&" + String(repeating: "e", count: 40) + "=" + String(repeating: "f", count: 40) + "& HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(head.queryParameters.map { "\($0.name)|\($0.value)" }, [
+            "a|1", "b|x=y", "|v", "c|", "d|", String(repeating: "e", count: 40) + "|" + String(repeating: "f", count: 40),
+        ])
+        XCTAssertEqual(try parseHead("GET /q? HTTP/1.1\r\n\r\n").queryParameters.count, 0)
+        XCTAssertEqual(try parseHead("GET /q?& HTTP/1.1\r\n\r\n").queryParameters.count, 0)
+        XCTAssertEqual(try parseHead("GET /q?= HTTP/1.1\r\n\r\n").queryParameters.map { "\($0.name)|\($0.value)" }, ["|"])
+    }
+
     func testRequestTargetForms() throws {
         let absolute = try parseHead("GET http://example.com:8080/over/there?name=ferret#nose HTTP/1.1\r\n\r\n")
         XCTAssertEqual(absolute.path, "/over/there")
@@ -137,6 +147,22 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertNil(fragment.query)
         let asterisk = try parseHead("OPTIONS * HTTP/1.1\r\n\r\n")
         XCTAssertEqual(asterisk.path, "*")
+    }
+
+    func testWholeHeadPassSplitsTargetsLikeTheTargetParser() throws {
+        let targets = [
+            "/", "/a", "/a?", "/a?b", "/?x=1&y=2", "/a?b#c", "/a?#", "/a#", "/a#b?c", "/a?b?c=d#e?f", "/a?b%zz+c#d%",
+            "/a%20b?x=1", "/a%20b", "/a?where=%7B%22username%22%3A%2212345%22%7D&limit=1", "/long/path/segments?q=12345678#12345678",
+            "http://h/p?q#f", "*",
+        ]
+        for target in targets {
+            let parsed = try parseHead("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            let built = try HTTPRequestHead(method: .get, target: target)
+            XCTAssertEqual(parsed.target, target)
+            XCTAssertEqual(parsed.path, built.path, target)
+            XCTAssertEqual(parsed.query, built.query, target)
+            XCTAssertEqual(parsed.queryParameters.map { "\($0.name)=\($0.value)" }, built.queryParameters.map { "\($0.name)=\($0.value)" }, target)
+        }
     }
 
     func testKeepAliveRules() throws {
@@ -344,6 +370,49 @@ final class HTTPRequestParserTests: XCTestCase {
         XCTAssertEqual(head.queryParameter("x"), "1")
         XCTAssertEqual(head.bodyFraming, .contentLength(3))
         XCTAssertThrowsError(try HTTPRequestHead(method: .get, target: "no spaces allowed"))
+    }
+
+    func testReusedHeadMemoryLeavesKeptRequestsIntact() throws {
+        var parser = HTTPRequestParser()
+        var kept: [HTTPRequest] = []
+        let texts = [
+            "GET /first?x=1 HTTP/1.1\r\nHost: a\r\nX-One: 1\r\n\r\n",
+            "GET /second/longer/path?y=2 HTTP/1.1\r\nHost: b\r\nX-Two: two\r\nX-Three: 3\r\n\r\n",
+            "GET /3 HTTP/1.1\r\nHost: c\r\n\r\n",
+            "GET /fourth HTTP/1.1\r\nHost: d\r\nX-Four: " + String(repeating: "4", count: 5000) + "\r\n\r\n",
+            "GET /fifth HTTP/1.1\r\nHost: e\r\n\r\n",
+        ]
+        for (index, text) in texts.enumerated() {
+            let bytes = [UInt8](http: text)
+            let (event, consumed) = try bytes.withUnsafeBytes { try parser.nextEvent(in: $0) }
+            guard case .head(let head)? = event else { return XCTFail("no head for request \(index)") }
+            let (end, _) = try bytes.withUnsafeBytes { try parser.nextEvent(in: UnsafeRawBufferPointer(rebasing: $0[consumed...])) }
+            guard case .end? = end else { return XCTFail("no end for request \(index)") }
+            let request = HTTPRequest(head: head)
+            // Every other request is kept (its memory is shared), the others are handed back.
+            if index % 2 == 0 { kept.append(request) }
+            parser.reuseHeadMemory(of: request)
+        }
+        XCTAssertEqual(kept.map(\.path), ["/first", "/3", "/fifth"])
+        XCTAssertEqual(kept.map { $0.headers["Host"] }, ["a", "c", "e"])
+        XCTAssertEqual(kept[0].queryParameter("x"), "1")
+        XCTAssertEqual(kept[0].headers["X-One"], "1")
+        XCTAssertEqual(kept[0].headers.count, 2)
+        // Requests parsed into reused memory.
+        let reused = try [UInt8](http: texts[1] + texts[3]).withUnsafeBytes { bytes in
+            var heads: [HTTPRequestHead] = []
+            var offset = 0
+            while offset < bytes.count {
+                let (event, consumed) = try parser.nextEvent(in: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                offset += consumed
+                if case .head(let head)? = event { heads.append(head) }
+            }
+            return heads
+        }
+        XCTAssertEqual(reused.map(\.path), ["/second/longer/path", "/fourth"])
+        XCTAssertEqual(reused[0].headers["X-Three"], "3")
+        XCTAssertEqual(reused[0].queryParameter("y"), "2")
+        XCTAssertEqual(reused[1].headers["X-Four"]?.count, 5000)
     }
 
     // MARK: - Helpers

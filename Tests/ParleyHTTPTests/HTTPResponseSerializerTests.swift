@@ -10,6 +10,55 @@ final class HTTPResponseSerializerTests: XCTestCase {
         return String(decoding: buffer, as: UTF8.self)
     }
 
+    func testSerializedFieldsWriteTheSameHead() {
+        let responses = [
+            HTTPResponse(body: "hello"),
+            HTTPResponse(headers: ["Content-Type": "text/plain", "X-A": "1"], body: "hello"),
+            HTTPResponse(headers: ["Content-Length": "x", "content-length": "7", "Date": "yesterday", "Connection": "close", "Y": ""]),
+            HTTPResponse(headers: ["Transfer-Encoding": "chunked", "X": "y"], body: "abc"),
+            HTTPResponse(status: .switchingProtocols, headers: ["Connection": "Upgrade", "Upgrade": "websocket"]),
+            HTTPResponse(status: .noContent, headers: ["Content-Length": "5"]),
+        ]
+        for response in responses {
+            let fields = SerializedFields(response.headers, switching: response.status.code == 101)
+            for (keepAlive, headRequest) in [(true, false), (false, false), (true, true), (false, true)] {
+                var output = ArrayOutput(bytes: [])
+                HTTPResponseSerializer.writeHead(
+                    response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: date, fields: fields, into: &output)
+                XCTAssertEqual(
+                    String(decoding: output.bytes, as: UTF8.self), head(response, keepAlive: keepAlive, headRequest: headRequest),
+                    "\(response.headers) keepAlive \(keepAlive) head \(headRequest)")
+            }
+        }
+    }
+
+    func testSerializedFieldsServeOnlyTheFieldsTheyWereMadeOf() {
+        let headers: HTTPHeaders = ["Content-Type": "application/json", "X-A": "1"]
+        let fields = SerializedFields(headers, switching: false)
+        let copy = headers
+        XCTAssertTrue(fields.serves(copy, switching: false))
+        XCTAssertFalse(fields.serves(copy, switching: true))
+        // Equal fields built separately, or a changed copy, are other storage: not served.
+        XCTAssertFalse(fields.serves(["Content-Type": "application/json", "X-A": "1"], switching: false))
+        var changed = headers
+        changed.add("X-B", "2")
+        XCTAssertFalse(fields.serves(changed, switching: false))
+        var replaced = headers
+        replaced.remove("X-A")
+        XCTAssertFalse(fields.serves(replaced, switching: false))
+        XCTAssertTrue(fields.serves(headers, switching: false))
+        XCTAssertFalse(fields.asksToClose)
+        XCTAssertTrue(SerializedFields(["Connection": "keep-alive, Close"], switching: false).asksToClose)
+    }
+
+    func testDecimals() {
+        for value in [0, 7, 10, 99, 100, 4096, 12_345_678, 99_999_999, 100_000_000, 1_234_567_890_123, Int.max] {
+            var output = ArrayOutput(bytes: [])
+            HTTPResponseSerializer.appendDecimal(value, into: &output)
+            XCTAssertEqual(String(decoding: output.bytes, as: UTF8.self), String(value))
+        }
+    }
+
     func testImfFixdate() {
         XCTAssertEqual(HTTPDate.format(secondsSinceEpoch: 784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT")
         XCTAssertEqual(HTTPDate.format(secondsSinceEpoch: 0), "Thu, 01 Jan 1970 00:00:00 GMT")

@@ -46,6 +46,8 @@ final class HTTPServerTests: XCTestCase {
     }
 
     static let healthResponse = HTTPResponse(headers: ["Content-Type": "text/plain"], body: "ok")
+    static let fixedResponse = HTTPResponse(headers: ["Date": "yesterday", "Content-Length": "7", "X-Fixed": "1"])
+    static let closingResponse = HTTPResponse(headers: ["Connection": "close"], body: "bye")
 
     private func makeRouter() -> Router {
         let router = Router()
@@ -59,6 +61,8 @@ final class HTTPServerTests: XCTestCase {
             HTTPResponse(headers: ["X-Path": request.path], body: request.body)
         }
         router.get("/text") { _, _ in HTTPResponse(body: "hello, world") }
+        router.inline(.get, "/fixed") { _, _ in Self.fixedResponse }
+        router.inline(.get, "/bye") { _, _ in Self.closingResponse }
         router.inline(.get, "/only-get") { _, _ in HTTPResponse(body: "get") }
         router.put("/only-get") { _, _ in HTTPResponse(body: "put") }
         router.get("/slow") { _, _ in
@@ -105,6 +109,48 @@ final class HTTPServerTests: XCTestCase {
         let last = try client.readResponse()
         XCTAssertEqual(last.header("Connection"), "close")
         XCTAssertTrue(client.readsEOF())
+    }
+
+    func testResponsesSharingStaticFieldsAreWrittenLikeOthers() throws {
+        let server = try startServer()
+        let client = try HTTPTestClient(port: server.port)
+        // Static fields come again and again (written from the loop's cache after the second
+        // time), mixed with fields made per response, other static fields and HEAD requests.
+        let paths = ["/health", "/health", "/health", "/fixed", "/health", "/text", "/fixed", "/fixed", "/fixed", "/health", "/fixed"]
+        for (index, path) in paths.enumerated() {
+            let headRequest = index % 4 == 3
+            try client.send("\(headRequest ? "HEAD" : "GET") \(path) HTTP/1.1\r\n\r\n")
+            let response = try client.readResponse(headRequest: headRequest)
+            XCTAssertEqual(response.status, 200, "\(index) \(path)")
+            switch path {
+            case "/health":
+                XCTAssertEqual(response.headers.map(\.name), ["Date", "Content-Length", "Connection", "Content-Type"], "\(index)")
+                XCTAssertEqual(response.header("Content-Type"), "text/plain")
+                XCTAssertEqual(response.header("Content-Length"), "2")
+                XCTAssertEqual(response.text, headRequest ? "" : "ok")
+            case "/fixed":
+                XCTAssertEqual(response.headers.map(\.name), ["Content-Length", "Connection", "Date", "X-Fixed"], "\(index)")
+                XCTAssertEqual(response.header("Date"), "yesterday")
+                XCTAssertEqual(response.header("Content-Length"), headRequest ? "7" : "0", "\(index)")
+            default:
+                XCTAssertEqual(response.headers.map(\.name), ["Date", "Content-Length", "Connection"], "\(index)")
+                XCTAssertEqual(response.text, headRequest ? "" : "hello, world")
+            }
+        }
+    }
+
+    func testStaticFieldsAskingToCloseCloseEveryConnection() throws {
+        let server = try startServer()
+        // Six connections over two loops: one loop sees the same fields at least three times
+        // (written directly, then cached, then from the cache).
+        for index in 0..<6 {
+            let client = try HTTPTestClient(port: server.port)
+            try client.send("GET /bye HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+            let response = try client.readResponse()
+            XCTAssertEqual(response.text, "bye", "\(index)")
+            XCTAssertEqual(response.header("Connection"), "close", "\(index)")
+            XCTAssertTrue(client.readsEOF(), "\(index)")
+        }
     }
 
     func testHundredPipelinedRequestsInOneWriteAreAnsweredInOrder() throws {
