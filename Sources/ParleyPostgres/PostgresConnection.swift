@@ -261,8 +261,12 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
     private func scheduleEndOfTurn() {
         guard !endOfTurnScheduled else { return }
         endOfTurnScheduled = true
-        loop.executeLocal { [weak self] in self?.endTurn() }
+        loop.executeLocal(endOfTurn)
     }
+
+    /// `endTurn` as work for the loop, made once: a closure made per turn cost an allocation and
+    /// a weak reference each time.
+    private lazy var endOfTurn: () -> Void = { [weak self] in self?.endTurn() }
 
     /// After the statements of this loop turn: closes the batch and writes everything queued.
     private func endTurn() {
