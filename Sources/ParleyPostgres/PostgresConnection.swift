@@ -103,7 +103,9 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
     /// Reused by every statement sent (see `send`).
     private var parameterStorage = LibPQParameters()
     /// Reused by every read of results (see `readResults`).
-    private var finishedStorage: [(PendingStatement, Result<PostgresRows, PostgresError>)] = []
+    /// (Statements, not statement-and-result pairs: an array of class references is destroyed
+    /// without the runtime's generic tuple and enum witnesses.)
+    private var finishedStorage: [PendingStatement] = []
     private var writeInterest = false
     private var failedAttempts = 0
     private var hasConnectedBefore = false
@@ -345,14 +347,16 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
                 head.sawResult = false
                 if head.endsRemaining == 0 && !head.ownsSync {
                     _ = pending.popFirst()
-                    finished.append((head, finish(head)))
+                    finish(head)
+                    finished.append(head)
                 }
                 continue
             }
             if PQresultStatus(pointer) == PGRES_PIPELINE_SYNC {
                 PQclear(pointer)
                 if case .statement(let head)? = pending.popFirst() {
-                    finished.append((head, finish(head)))
+                    finish(head)
+                    finished.append(head)
                 }
                 continue
             }
@@ -390,10 +394,10 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
             PQfreemem(notify)
         }
         if pending.isEmpty && !prepareFailures.isEmpty { prepareFailures.removeAll() }
-        for (statement, outcome) in finished {
+        for statement in finished {
             if statement.needsRetry, let retry = statement.retry {
                 send(retry.sql, retry.params, prepared: retry.prepared, completion: statement.completion)
-            } else {
+            } else if let outcome = statement.outcome {
                 statement.completion(outcome)
             }
         }
@@ -409,11 +413,11 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         if !finished.isEmpty { delegate?.connectionFinishedStatements(self) }
     }
 
-    /// Takes a statement out of the in-flight count and returns what it produced.
-    private func finish(_ statement: PendingStatement) -> Result<PostgresRows, PostgresError> {
+    /// Takes a statement out of the in-flight count; its outcome is set from here on.
+    private func finish(_ statement: PendingStatement) {
         statementsInFlight -= 1
         stats.inFlight.subtract(1, ordering: .relaxed)
-        return statement.outcome ?? .failure(.unsupported("statement produced no result"))
+        if statement.outcome == nil { statement.outcome = .failure(.unsupported("statement produced no result")) }
     }
 
     // MARK: Connecting

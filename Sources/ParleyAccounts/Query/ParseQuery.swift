@@ -62,21 +62,28 @@ public struct ParseQuery: Sendable, Equatable {
     /// hints are ignored; `include`, `excludeKeys`, `explain` and the like are refused (102),
     /// as is any other name.
     public static func fromRequest(className: String, parameters: [(name: String, value: String)]) throws(QueryError) -> ParseQuery {
-        var query = ParseQuery(className: className)
+        // Parts first, the query once at the end: assigning to a query's fields one by one
+        // between throwing calls copied the whole query twice per find.
+        var whereValue: JSONValue?
+        var order: [OrderKey] = []
+        var limit = defaultLimit
+        var skip = 0
+        var keys: [String]?
+        var count = false
         var seen = SeenParameters()
         for (name, value) in parameters {
             guard try seen.accept(name) else { continue }
             switch name {
-            case "where": query.where = try parseWhere(value)
-            case "order": query.order = try parseOrder(value)
-            case "limit": query.limit = try parseLimit(value)
-            case "skip": query.skip = try parseSkip(value)
-            case "keys": query.keys = try parseKeys(value)
-            case "count": query.count = try parseCount(value)
+            case "where": whereValue = try parseWhere(value)
+            case "order": order = try parseOrder(value)
+            case "limit": limit = try parseLimit(value)
+            case "skip": skip = try parseSkip(value)
+            case "keys": keys = try parseKeys(value)
+            case "count": count = try parseCount(value)
             default: try refuseUnsupported(name, empty: value.isEmpty)
             }
         }
-        return query
+        return ParseQuery(className: className, where: whereValue, order: order, limit: limit, skip: skip, keys: keys, count: count)
     }
 
     /// Parses the JSON body of the POST form of a query (`{"_method":"GET","where":{…},"limit":10}`):
