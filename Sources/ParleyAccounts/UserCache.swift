@@ -8,8 +8,8 @@ import Synchronization
 public final class UserCache: Sendable {
     private struct Entry {
         let user: JSONObject
-        /// `user` serialized up to the opening quote of an added `"sessionToken"` value (the
-        /// token and `"}` are appended per request).
+        /// `user` serialized up to an added `"sessionToken":` (the token, as a JSON string, and
+        /// the closing brace are appended per request).
         let tokenPrefix: [UInt8]
         let cachedAt: Int64
     }
@@ -29,30 +29,15 @@ public final class UserCache: Sendable {
         entry(userId)?.user
     }
 
-    /// The cached user serialized with `"sessionToken":token` added, without building an object.
+    /// The cached user serialized with `"sessionToken":token` added, without building an object:
+    /// the prefix and the token are written into one allocation of the final size (a token that
+    /// needs escapes, never one Parley makes, grows it once).
     public func serialized(_ userId: String, sessionToken: String) -> [UInt8]? {
         guard let entry = entry(userId) else { return nil }
-        var token = sessionToken
-        if let bytes = token.withUTF8({ UserCache.splice(entry.tokenPrefix, plainToken: $0) }) { return bytes }
-        // A token that must be escaped (never one Parley makes): the general serializer.
-        var bytes = entry.tokenPrefix
-        bytes.removeLast()
-        JSONValue.string(sessionToken).serialize(into: &bytes)
-        bytes.append(UInt8(ascii: "}"))
-        return bytes
-    }
-
-    /// `prefix`, `token`, `"}` in one allocation of the final size; nil when `token` needs escaping
-    /// in JSON (a control byte, `"` or `\`).
-    private static func splice(_ prefix: [UInt8], plainToken token: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        for byte in token where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            return nil
-        }
-        var bytes = prefix
-        // Copies the shared prefix into new memory that has room for the rest.
-        bytes.reserveCapacity(prefix.count + token.count + 2)
-        bytes.append(contentsOf: token)
-        bytes.append(UInt8(ascii: "\""))
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(entry.tokenPrefix.count + sessionToken.utf8.count + 3)
+        bytes.append(contentsOf: entry.tokenPrefix)
+        JSONSerializer.writeString(sessionToken, into: &bytes)
         bytes.append(UInt8(ascii: "}"))
         return bytes
     }
@@ -75,7 +60,7 @@ public final class UserCache: Sendable {
         var prefix: [UInt8] = []
         JSONValue.object(user).serialize(into: &prefix)
         prefix.removeLast()
-        prefix.append(contentsOf: user.isEmpty ? #""sessionToken":""#.utf8 : #","sessionToken":""#.utf8)
+        prefix.append(user.isEmpty ? #""sessionToken":"# : #","sessionToken":"#)
         entries.withLock { entries in
             if entries.count >= capacity, entries[userId] == nil {
                 // Drop expired entries; if none, drop an arbitrary eighth to stay bounded.
