@@ -52,7 +52,7 @@ public struct CallEndpoints: Sendable {
         guard let token, !token.isEmpty else { throw CallEndpointError(401, "invalid_session", "a session token is required") }
         let userId: String?
         do {
-            userId = try await authenticator.authenticate(sessionToken: token)
+            userId = try await authenticator.authenticate(sessionToken: token)?.userId
         } catch {
             throw CallEndpointError(503, "unavailable", "the database is unavailable; retry later")
         }

@@ -101,7 +101,7 @@ struct MessagesEndpoint: Sendable {
         guard let token, !token.isEmpty else { throw failure(.invalidSession, "a session token is required") }
         let userId: String?
         do {
-            userId = try await service.authenticator.authenticate(sessionToken: token)
+            userId = try await service.authenticator.authenticate(sessionToken: token)?.userId
         } catch {
             throw failure(.unavailable, "the database is unavailable; retry later")
         }

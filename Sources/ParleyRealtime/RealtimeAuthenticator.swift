@@ -1,10 +1,22 @@
 import ParleyPostgres
 
-/// Resolves session tokens for the realtime service (the accounts module's session cache can
-/// implement it; `SQLRealtimeAuthenticator` reads the tables directly).
+/// Who a valid session token belongs to, and until when it is valid.
+public struct RealtimeIdentity: Sendable, Equatable {
+    public let userId: String
+    /// When the session expires, milliseconds since the Unix epoch (a socket is closed then).
+    public let sessionExpiresAt: Int64
+
+    public init(userId: String, sessionExpiresAt: Int64) {
+        self.userId = userId
+        self.sessionExpiresAt = sessionExpiresAt
+    }
+}
+
+/// Resolves session tokens for the realtime service and the `/v1` endpoints. The server wires
+/// in the accounts module's implementation; `SQLRealtimeAuthenticator` reads the tables directly.
 public protocol RealtimeAuthenticator: Sendable {
-    /// The user id of a valid session (nil when unknown, expired, or the user is banned).
-    func authenticate(sessionToken: String) async throws -> String?
+    /// The identity of a valid session (nil when unknown, expired, revoked, or the user is banned).
+    func authenticate(sessionToken: String) async throws -> RealtimeIdentity?
     /// Whether the user exists.
     func userExists(_ userId: String) async throws -> Bool
 }
@@ -17,13 +29,14 @@ public struct SQLRealtimeAuthenticator: RealtimeAuthenticator {
         self.database = database
     }
 
-    public func authenticate(sessionToken: String) async throws -> String? {
+    public func authenticate(sessionToken: String) async throws -> RealtimeIdentity? {
         guard !sessionToken.isEmpty, sessionToken.utf8.count <= 256, !sessionToken.utf8.contains(0) else { return nil }
         let rows = try await database.query("""
-            SELECT s.user_id FROM sessions s JOIN users u ON u.object_id = s.user_id
+            SELECT s.user_id, s.expires_at FROM sessions s JOIN users u ON u.object_id = s.user_id
              WHERE s.token = $1 AND s.expires_at > now() AND NOT u.banned
             """, [.text(sessionToken)])
-        return rows.first?["user_id"].string
+        guard let row = rows.first, let userId = row["user_id"].string, let expiresAt = row["expires_at"].timestampMilliseconds else { return nil }
+        return RealtimeIdentity(userId: userId, sessionExpiresAt: expiresAt)
     }
 
     public func userExists(_ userId: String) async throws -> Bool {

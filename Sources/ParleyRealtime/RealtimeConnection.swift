@@ -140,7 +140,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
         Task(executorPreference: loop) { [self] in
             let userId: String?
             do {
-                userId = try await service.authenticator.authenticate(sessionToken: hello.sessionToken)
+                userId = try await service.authenticator.authenticate(sessionToken: hello.sessionToken)?.userId
             } catch {
                 service.logger.warning("session lookup failed", [("error", "\(error)")])
                 perform(machine.authenticationFailed(.unavailable, "the database is unavailable; retry later",
