@@ -231,11 +231,12 @@ public final class DeliveryQueue: Sendable {
         }
     }
 
-    /// Records this node's heartbeat and marks devices of dead nodes offline; returns the number
-    /// of live nodes.
-    func heartbeat(staleAfter: Duration) async throws(RealtimeFailure) -> Int {
-        let rows = try await run("SELECT rt_node_heartbeat($1, make_interval(secs => $2)) AS nodes",
-                                 [.text(nodeID), .int(Int(staleAfter.components.seconds))])
+    /// Records this node's heartbeat and its device limit (which the database applies to devices
+    /// that installations create) and marks devices of dead nodes offline; returns the number of
+    /// live nodes.
+    func heartbeat(staleAfter: Duration, maxDevices: Int) async throws(RealtimeFailure) -> Int {
+        let rows = try await run("SELECT rt_node_heartbeat($1, make_interval(secs => $2), $3::integer) AS nodes",
+                                 [.text(nodeID), .int(Int(staleAfter.components.seconds)), .int(maxDevices)])
         return rows.first?["nodes"].int ?? 1
     }
 

@@ -100,7 +100,8 @@ public final class RealtimeService: Sendable {
         loop.execute { [self] in
             repeatEvery(configuration.heartbeatInterval, on: loop, first: .zero) { [self] in
                 do throws(RealtimeFailure) {
-                    liveNodes.store(try await queue.heartbeat(staleAfter: configuration.nodeStaleAfter), ordering: .relaxed)
+                    liveNodes.store(try await queue.heartbeat(staleAfter: configuration.nodeStaleAfter,
+                                                                      maxDevices: configuration.maxDevicesPerUser), ordering: .relaxed)
                 } catch {
                     logger.warning("realtime heartbeat failed", [("error", error.description)])
                 }

@@ -139,7 +139,7 @@ public struct ServerConfig: Sendable {
         let cacheTTL = try values.duration("session-cache-ttl")
         let lockout = try values.duration("lockout-duration")
         accounts = AccountsConfiguration(
-            sessionLifetimeSeconds: max(60, lifetime.components.seconds),
+            sessionLifetimeSeconds: max(1, lifetime.components.seconds),
             lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
             lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
             passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),
