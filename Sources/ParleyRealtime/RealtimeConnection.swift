@@ -17,6 +17,9 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     private var socket: WebSocketHandler?
     private var machine: RealtimeSessionStateMachine
     private var helloTimer: TimerID?
+    /// When the session token expires (Unix ms; the connection closes then), and the timer that closes it.
+    private var sessionExpiresAt = Int64.max
+    private var expiryTimer: TimerID?
     private var key: DeviceKey?
     /// Hash of the session token (to close this connection when that session is revoked).
     private var sessionTokenHash: Int?
@@ -73,6 +76,10 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     }
 
     public func webSocket(_ socket: WebSocketHandler, didReceiveText text: String) {
+        // The timer may fire a little late: a frame after the expiry is never handled.
+        if sessionExpiresAt != .max, UTCTime.nowMilliseconds() >= sessionExpiresAt {
+            return perform(machine.sessionExpired())
+        }
         perform(machine.receivedText(text))
     }
 
@@ -84,6 +91,8 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
         machine.closed()
         if let helloTimer { loop.cancel(helloTimer) }
         helloTimer = nil
+        if let expiryTimer { loop.cancel(expiryTimer) }
+        expiryTimer = nil
         self.socket = nil
         if !subscriptions.isEmpty {
             service.registry.unsubscribe(self, from: subscriptions)
@@ -138,9 +147,9 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
 
     private func authenticate(_ hello: HelloFrame) {
         Task(executorPreference: loop) { [self] in
-            let userId: String?
+            let identity: RealtimeIdentity?
             do {
-                userId = try await service.authenticator.authenticate(sessionToken: hello.sessionToken)?.userId
+                identity = try await service.authenticator.authenticate(sessionToken: hello.sessionToken)
             } catch {
                 service.logger.warning("session lookup failed", [("error", "\(error)")])
                 perform(machine.authenticationFailed(.unavailable, "the database is unavailable; retry later",
@@ -148,10 +157,12 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 return
             }
             guard machine.phase == .authenticating else { return }
-            guard let userId else {
+            guard let identity else {
                 perform(machine.authenticationFailed(.invalidSession, "invalid session token", closeCode: RealtimeCloseCode.invalidSession))
                 return
             }
+            let userId = identity.userId
+            sessionExpiresAt = identity.sessionExpiresAt
             let key = DeviceKey(userId: userId, deviceId: hello.deviceId)
             self.key = key
             sessionTokenHash = hello.sessionToken.hashValue
@@ -192,7 +203,20 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             deviceRecorded = true
             perform(machine.authenticated(userId: userId, deviceId: hello.deviceId, resumeAfter: hello.resumeAfter,
                                           lastSeq: state.lastSeq, trimmedSeq: state.trimmedSeq))
-            if machine.phase == .open { service.connectionOpened(self, device: key) }
+            guard machine.phase == .open else { return }
+            service.connectionOpened(self, device: key)
+            armExpiry()
+        }
+    }
+
+    /// Closes the connection with 4007 when its session expires (at once if it already has).
+    private func armExpiry() {
+        let remaining = sessionExpiresAt - UTCTime.nowMilliseconds()
+        guard remaining > 0 else { return perform(machine.sessionExpired()) }
+        expiryTimer = loop.schedule(after: .milliseconds(remaining)) { [weak self] in
+            guard let self else { return }
+            expiryTimer = nil
+            perform(machine.sessionExpired())
         }
     }
 
