@@ -343,19 +343,27 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 }
             }
         case .presenceSubscribe(let id, let users):
-            let fresh = users.filter { !subscriptions.contains($0) }
+            let fresh = Array(Set(users.filter { !subscriptions.contains($0) })).sorted()
             guard subscriptions.count + fresh.count <= service.configuration.maxSubscriptions else {
                 return reply(ServerFrame.error(re: id, code: .tooManySubscriptions,
                                                message: "at most \(service.configuration.maxSubscriptions) presence subscriptions"))
             }
-            subscriptions.append(contentsOf: fresh)
-            let onlineHere = service.registry.subscribe(self, to: fresh)
-            reply(ServerFrame.ok(re: id))
+            guard service.configuration.presenceScope == .contacts else { return subscribe(fresh, refused: [], re: id) }
+            guard pendingRequests < service.configuration.maxPendingRequests else {
+                return reply(ServerFrame.error(re: id, code: .tooManyPending, message: "too many requests waiting for an answer"))
+            }
+            pendingRequests += 1
             Task(executorPreference: loop) { [self] in
-                let states = await service.presenceSnapshot(fresh, onlineHere: onlineHere)
-                for state in states where subscriptions.contains(state.userId) {
-                    reply(ServerFrame.presence(userId: state.userId, online: state.online, lastSeenAt: state.lastSeenAt))
+                let allowed: Set<String>
+                do throws(RealtimeFailure) {
+                    allowed = try await service.contacts.reached(key.userId, among: fresh)
+                } catch {
+                    pendingRequests -= 1
+                    return reply(ServerFrame.error(re: id, code: error.code, message: error.message))
                 }
+                pendingRequests -= 1
+                guard machine.phase == .open else { return }
+                subscribe(fresh.filter { allowed.contains($0) && !subscriptions.contains($0) }, refused: fresh.filter { !allowed.contains($0) }, re: id)
             }
         case .presenceUnsubscribe(let id, let users):
             let gone = Set(users)
@@ -372,8 +380,18 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 return
             }
             typingTokens -= 1
-            service.relayTyping(to: to, from: key.userId, active: active)
-            if id != nil { reply(ServerFrame.ok(re: id)) }
+            // With the contacts scope, typing reaches only a user this one reached; to anyone else
+            // it is dropped without a word, like every typing indicator that reaches no one.
+            guard service.configuration.presenceScope == .contacts, !service.contacts.isKnown(from: key.userId, to: to) else {
+                service.relayTyping(to: to, from: key.userId, active: active)
+                if id != nil { reply(ServerFrame.ok(re: id)) }
+                return
+            }
+            Task(executorPreference: loop) { [self] in
+                let allowed = (try? await service.contacts.reached(to, among: [key.userId]))?.contains(key.userId) ?? false
+                if allowed { service.relayTyping(to: to, from: key.userId, active: active) }
+                if id != nil { reply(ServerFrame.ok(re: id)) }
+            }
         case .other(let type, let id, let object):
             guard let handler = service.frameHandler(for: type) else {
                 return reply(ServerFrame.error(re: id, code: .unknownType, message: "unknown frame type \"\(type)\""))
@@ -388,6 +406,24 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                     return
                 }
                 handled(re: id, result)
+            }
+        }
+    }
+
+    /// Subscribes to the presence of `users` (answering `ok`, with the `refused` ones in `failed`),
+    /// then sends their current presence.
+    private func subscribe(_ users: [String], refused: [String], re id: RequestID?) {
+        subscriptions.append(contentsOf: users)
+        let onlineHere = service.registry.subscribe(self, to: users)
+        let failed: [(String, JSONValue)] = refused.isEmpty ? [] : [
+            ("failed", .array(refused.map { .object(["userId": .string($0), "reason": "not_a_contact"]) })),
+        ]
+        reply(ServerFrame.ok(re: id, failed))
+        guard !users.isEmpty else { return }
+        Task(executorPreference: loop) { [self] in
+            let states = await service.presenceSnapshot(users, onlineHere: onlineHere)
+            for state in states where subscriptions.contains(state.userId) {
+                reply(ServerFrame.presence(userId: state.userId, online: state.online, lastSeenAt: state.lastSeenAt))
             }
         }
     }

@@ -19,6 +19,8 @@ public final class RealtimeService: Sendable {
     public let registry: ConnectionRegistry
     public let queue: DeliveryQueue
     public let messages: MessageStore
+    /// Who reached whom (presence and typing between contacts).
+    public let contacts: ContactDirectory
     public let authenticator: any RealtimeAuthenticator
     /// This node's id, random per process.
     public let nodeID: String
@@ -71,7 +73,9 @@ public final class RealtimeService: Sendable {
         registry = ConnectionRegistry()
         let queue = DeliveryQueue(database: database, registry: registry, nodeID: nodeID, observer: observer, logger: logger)
         self.queue = queue
-        let messages = MessageStore(queue: queue)
+        let contacts = ContactDirectory(database: database)
+        self.contacts = contacts
+        let messages = MessageStore(queue: queue, contacts: contacts)
         self.messages = messages
         frameLimits = ClientFrameLimits(configuration)
         metrics = RealtimeMetrics(connections: registry, metrics: metricsRegistry)

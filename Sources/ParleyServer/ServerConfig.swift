@@ -86,6 +86,8 @@ public struct ServerConfig: Sendable {
         ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20", "Devices per user."),
         ConfigOption("realtime-node-stale-after", env: "PARLEY_REALTIME_NODE_STALE_AFTER", default: "45s",
                      "A node silent this long (it heartbeats every 10 s) counts as stopped: its devices offline, its calls lost (over 10s)."),
+        ConfigOption("realtime-presence-scope", env: "PARLEY_REALTIME_PRESENCE_SCOPE", default: "contacts",
+                     "Whose presence and typing a user gets: contacts (users who sent them a message or called them) or everyone."),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -129,6 +131,11 @@ public struct ServerConfig: Sendable {
         realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
         realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
         realtime.nodeStaleAfter = try values.duration("realtime-node-stale-after")
+        guard let scope = PresenceScope(rawValue: values.string("realtime-presence-scope")) else {
+            throw .invalidValue(option: values.origin("realtime-presence-scope"), value: values.string("realtime-presence-scope"),
+                                expected: "contacts or everyone")
+        }
+        realtime.presenceScope = scope
         guard realtime.nodeStaleAfter > realtime.heartbeatInterval else {
             throw .invalidValue(option: values.origin("realtime-node-stale-after"), value: values.string("realtime-node-stale-after"),
                                 expected: "a duration longer than the heartbeat interval (10s)")
