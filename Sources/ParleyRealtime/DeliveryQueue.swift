@@ -50,6 +50,12 @@ public final class DeliveryQueue: Sendable {
         return DeviceState(lastSeq: Int64(last), trimmedSeq: Int64(trimmed), created: row["created"].bool ?? false)
     }
 
+    /// The user's device ids, sorted (connected or not).
+    public func devices(of userId: String) async throws(RealtimeFailure) -> [String] {
+        let rows = try await run("SELECT device_id FROM rt_devices WHERE user_id = $1 ORDER BY device_id", [.text(userId)])
+        return rows.compactMap { $0["device_id"].string }
+    }
+
     /// Records that the device's connection `connectionID` ended (no effect if a newer one took
     /// over). Returns at once: records are written in batches and retried (`DisconnectRecorder`).
     public func deviceDisconnected(_ key: DeviceKey, connectionID: UInt64) {

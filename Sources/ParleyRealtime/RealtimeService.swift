@@ -36,6 +36,8 @@ public final class RealtimeService: Sendable {
     /// Users online on other nodes: user → nodes.
     private let remoteOnline = Mutex<[String: Set<String>]>([:])
     private let running = Atomic<Bool>(false)
+    /// The database's device label key (`loadSettings`).
+    private let labelKey = Mutex<[UInt8]>([])
     /// Connection count at the last `malloc_trim`.
     private let trimmedAtCount = Atomic<Int>(0)
 
@@ -120,6 +122,21 @@ public final class RealtimeService: Sendable {
                 }
             }
         }
+    }
+
+    /// Reads what the service needs from the database before it serves: the device label key
+    /// (`rt_settings`, random per database, so labels agree on every node).
+    public func loadSettings() async throws(RealtimeFailure) {
+        let rows = try await queue.run("SELECT device_label_key FROM rt_settings", [])
+        guard let key = rows.first?["device_label_key"].string, !key.isEmpty else {
+            throw RealtimeFailure(.internal, "rt_settings has no device label key")
+        }
+        labelKey.withLock { $0 = Array(key.utf8) }
+    }
+
+    /// The opaque label other users see for a device (`DeviceLabel`).
+    public func deviceLabel(of device: DeviceKey) -> String {
+        DeviceLabel.make(key: labelKey.withLock { $0 }, device: device)
     }
 
     /// Stops the background jobs and the listener (connections are closed by the HTTP server).
