@@ -1,5 +1,3 @@
-import COpenSSL
-
 /// The opaque label of a device as other users see it (the calls module's `call.answered` and
 /// call history): HMAC-SHA256 under the database's label key of the user id and the device id,
 /// 24 hex digits. Stable for a device on every node, different for the same device id of
@@ -8,14 +6,7 @@ import COpenSSL
 public enum DeviceLabel {
     public static func make(key: [UInt8], device: DeviceKey) -> String {
         let message = Array(device.userId.utf8) + [0] + Array(device.deviceId.utf8)
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let done = key.withUnsafeBytes { keyBytes in
-            message.withUnsafeBufferPointer { messageBytes in
-                HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(key.count), messageBytes.baseAddress, messageBytes.count, &digest, &length)
-            }
-        }
-        precondition(done != nil && length == 32, "HMAC-SHA256 failed")
+        let digest = HMACDigest.sha256(key: key, message: message)
         let hex = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(24)
