@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
-            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics",
+            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics", "COpenSSL",
         ]),
 
         .target(name: "ParleyCalls", dependencies: [

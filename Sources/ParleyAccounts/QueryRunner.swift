@@ -137,7 +137,7 @@ private struct RowOutput {
         let json: JSONObject
         switch className {
         case ClassName.user: json = UserStore.json(row, viewer: viewer)
-        case ClassName.installation: json = InstallationStore.json(row)
+        case ClassName.installation: json = InstallationStore.json(row, viewer: viewer)
         case ClassName.session: json = SessionStore.json(row)
         default: json = ObjectStore.json(row)
         }

@@ -66,7 +66,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
         ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
-        ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid."),
+        ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid (at least 1 s). A socket opened with the token is closed with 4007 when it expires."),
         ConfigOption("session-cache-ttl", env: "PARLEY_SESSION_CACHE_TTL", default: "30s", "How long a node trusts a cached session before reading it again (bounds how long a session revoked on another node still works here)."),
         ConfigOption("lockout-threshold", env: "PARLEY_LOCKOUT_THRESHOLD", default: "0", "Failed logins in a row that lock an account (0 = no lockout)."),
         ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
@@ -83,9 +83,12 @@ public struct ServerConfig: Sendable {
         ConfigOption("realtime-ping-interval", env: "PARLEY_REALTIME_PING_INTERVAL", default: "30s", "Ping a silent socket after this long; one silent for 10 s more is dropped."),
         ConfigOption("realtime-send-rate", env: "PARLEY_REALTIME_SEND_RATE", default: "100", "Messages a user may send per second (sustained)."),
         ConfigOption("realtime-send-burst", env: "PARLEY_REALTIME_SEND_BURST", default: "200", "Burst allowance of the per-user send rate."),
-        ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20", "Devices per user."),
+        ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20",
+                     "Devices per user, however they appear (a hello, or an installation linked to the user). Give every node the same value: each records its own with its heartbeat, and the database applies the last one to installations."),
         ConfigOption("realtime-node-stale-after", env: "PARLEY_REALTIME_NODE_STALE_AFTER", default: "45s",
                      "A node silent this long (it heartbeats every 10 s) counts as stopped: its devices offline, its calls lost (over 10s)."),
+        ConfigOption("realtime-presence-scope", env: "PARLEY_REALTIME_PRESENCE_SCOPE", default: "contacts",
+                     "Whose presence and typing a user gets: contacts (users who sent them a message or called them) or everyone."),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -129,6 +132,11 @@ public struct ServerConfig: Sendable {
         realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
         realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
         realtime.nodeStaleAfter = try values.duration("realtime-node-stale-after")
+        guard let scope = PresenceScope(rawValue: values.string("realtime-presence-scope")) else {
+            throw .invalidValue(option: values.origin("realtime-presence-scope"), value: values.string("realtime-presence-scope"),
+                                expected: "contacts or everyone")
+        }
+        realtime.presenceScope = scope
         guard realtime.nodeStaleAfter > realtime.heartbeatInterval else {
             throw .invalidValue(option: values.origin("realtime-node-stale-after"), value: values.string("realtime-node-stale-after"),
                                 expected: "a duration longer than the heartbeat interval (10s)")
@@ -139,7 +147,7 @@ public struct ServerConfig: Sendable {
         let cacheTTL = try values.duration("session-cache-ttl")
         let lockout = try values.duration("lockout-duration")
         accounts = AccountsConfiguration(
-            sessionLifetimeSeconds: max(60, lifetime.components.seconds),
+            sessionLifetimeSeconds: max(1, lifetime.components.seconds),
             lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
             lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
             passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),
