@@ -35,6 +35,18 @@ public final class PostgresClient: Sendable {
         }
     }
 
+    /// Checks that PostgreSQL answers `SELECT 1` within `timeout` (through the caller's loop's
+    /// pool); fails at once when the pool knows the database is unreachable.
+    public func ping(within timeout: Duration) async throws(PostgresError) {
+        let pool = pool()
+        let result = await withTaskExecutorPreference(pool.loop) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, PostgresError>, Never>) in
+                pool.probe(within: timeout) { continuation.resume(returning: $0) }
+            }
+        }
+        try result.get()
+    }
+
     /// The pool of the loop the caller runs on, else the next one round robin.
     public func pool() -> PostgresPool {
         if let current = EventLoop.current, current.index < pools.count, pools[current.index].loop === current {

@@ -6,6 +6,8 @@ import ParleyNet
 protocol PostgresConnectionDelegate: AnyObject {
     func connectionBecameReady(_ connection: PostgresConnection)
     func connectionLost(_ connection: PostgresConnection)
+    /// A connect attempt failed (`lastError` says why); the connection retries after its backoff.
+    func connectionAttemptFailed(_ connection: PostgresConnection)
     func connectionFinishedStatements(_ connection: PostgresConnection)
 }
 
@@ -528,6 +530,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         let level: LogLevel = failedAttempts == 1 || failedAttempts % 20 == 0 ? .warning : .debug
         logger.log(level, "PostgreSQL connection attempt failed", [("attempt", String(failedAttempts)), ("error", reason)])
         scheduleReconnect()
+        delegate?.connectionAttemptFailed(self)
     }
 
     private func scheduleReconnect() {

@@ -32,6 +32,8 @@ public struct ServerConfig: Sendable {
     public var restAPIKey: String?
     public var mountPath: String
     public var enableTestEndpoints: Bool
+    /// When set, `/metrics` requires `Authorization: Bearer <token>`.
+    public var metricsToken: String?
     /// The realtime service's limits (`--realtime-*` options).
     public var realtime: RealtimeConfiguration
     /// Call signalling and TURN (`--call-*`, `--turn-*` options).
@@ -72,6 +74,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
         ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
         ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
+        ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ] + realtimeOptions + callOptions + pushOptions
 
@@ -120,6 +123,7 @@ public struct ServerConfig: Sendable {
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        metricsToken = values.optionalString("metrics-token")
         realtime = RealtimeConfiguration()
         realtime.retention = try values.duration("realtime-retention")
         realtime.retentionInterval = try values.duration("realtime-retention-interval")

@@ -3,14 +3,15 @@ import ParleyPostgres
 import ParleyTestSupport
 import XCTest
 
-/// A client on a fresh database of the shared test cluster, with its own loops.
+/// A client on a fresh database of the shared test cluster (or of `postgres`), with its own loops.
 final class TestClient: Sendable {
     let group: EventLoopGroup
     let client: PostgresClient
     let connectionString: String
 
-    init(prefix: String, threads: Int = 1, configure: (inout PostgresConfiguration) -> Void = { _ in }) async throws {
-        let postgres = try TestPostgres.shared()
+    init(prefix: String, threads: Int = 1, postgres: TestPostgres? = nil,
+         configure: (inout PostgresConfiguration) -> Void = { _ in }) async throws {
+        let postgres = try postgres ?? TestPostgres.shared()
         connectionString = try postgres.makeDatabase(prefix: prefix)
         group = try EventLoopGroup(threads: threads)
         var configuration = PostgresConfiguration(connectionString: connectionString)

@@ -36,11 +36,58 @@ final class ServeTests: XCTestCase {
         XCTAssertEqual(wrongMethod.header("Allow"), "GET, HEAD")
     }
 
+    /// PostgreSQL crashes under a running server: `/ready` and Parse requests are answered at
+    /// once (503 / 500 code 1, as docs/rest-api.md says) instead of after the pool's wait timeout,
+    /// and the server recovers by itself when PostgreSQL is back.
     func testReadyReportsUnavailableDatabase() throws {
+        let postgres = try TestPostgres.makePrivate()
+        defer { postgres.remove() }
+        let server = try ParleyServerProcess(databaseURL: try postgres.makeDatabase(prefix: "outage"))
+        let client = try TestHTTPClient(port: server.port)
+        let parse = [("X-Parse-Application-Id", "parley")]
+        XCTAssertEqual(try client.request("POST", "/parse/classes/Note", headers: parse, json: #"{"n":1}"#).status, 201)
+
+        try postgres.cluster.stop(mode: .immediate)
+        // The pools notice at their first failed reconnect (tens of milliseconds).
+        XCTAssertTrue(eventually(timeout: 5) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 503 }, server.log)
+
+        func timed(_ body: () throws -> TestHTTPClient.Response) rethrows -> (TestHTTPClient.Response, TimeInterval) {
+            let started = Date()
+            let response = try body()
+            return (response, Date().timeIntervalSince(started))
+        }
+        let (ready, readyTime) = try timed { try client.request("GET", "/ready") }
+        XCTAssertEqual(ready.status, 503)
+        XCTAssertEqual((ready.json as? [String: Any])?["status"] as? String, "unavailable")
+        XCTAssertTrue(((ready.json as? [String: Any])?["reason"] as? String ?? "").contains("unreachable"), ready.text)
+        XCTAssertLessThan(readyTime, 1)
+        for (method, path, body) in [("GET", "/parse/classes/Note", nil), ("POST", "/parse/classes/Note", #"{"n":2}"#),
+                                     ("POST", "/parse/login", #"{"username":"a","password":"b"}"#)] {
+            let (response, time) = try timed {
+                try body.map { try client.request(method, path, headers: parse, json: $0) } ?? client.request(method, path, headers: parse)
+            }
+            XCTAssertEqual(response.status, 500, "\(method) \(path): \(response.text)")
+            XCTAssertEqual((response.json as? [String: Any])?["code"] as? Int, 1, response.text)
+            XCTAssertLessThan(time, 1, "\(method) \(path)")
+        }
+        let metrics = try client.request("GET", "/metrics").text
+        XCTAssertTrue(metrics.contains("parley_postgres_unreachable 2"), metrics)
+
+        try postgres.cluster.start()
+        XCTAssertTrue(eventually(timeout: 20) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 200 }, server.log)
+        let found = try client.request("GET", "/parse/classes/Note", headers: parse)
+        XCTAssertEqual(found.status, 200, found.text)
+        XCTAssertTrue(server.log.contains("PostgreSQL reachable again"), server.log)
+    }
+
+    func testServeRefusesToStartWhenMigrationsCannotRun() throws {
         let postgres = try TestPostgres.shared()
         // A database name that does not exist: PostgreSQL answers, but every connection fails.
-        let server = try? ParleyServerProcess(databaseURL: postgres.connectionString(database: "missing_db_\(getpid())"))
-        XCTAssertNil(server, "serve must refuse to start when migrations cannot run")
+        XCTAssertThrowsError(try ParleyServerProcess(databaseURL: postgres.connectionString(database: "missing_db_\(getpid())"))) { error in
+            guard case ServerProcessError.exited(let status, let log) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(status, 1)
+            XCTAssertTrue(log.contains("missing_db_"), log)
+        }
     }
 
     func testUnknownFlagAndBadValueExitWithUsageError() throws {
@@ -176,4 +223,14 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: pidFile), "embedded PostgreSQL still running after shutdown")
     }
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` seconds pass.
+func eventually(timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(50_000)
+    }
+    return condition()
 }
