@@ -80,6 +80,27 @@ final class ServeTests: XCTestCase {
         XCTAssertTrue(server.log.contains("PostgreSQL reachable again"), server.log)
     }
 
+    func testMetricsTokenGuardsMetrics() throws {
+        let token = "m-\(UUID().uuidString)"
+        let server = try ParleyServerProcess(environment: ["PARLEY_METRICS_TOKEN": token])
+        let client = try TestHTTPClient(port: server.port)
+        for authorization in [nil, "Bearer wrong", "Bearer \(token)x", "Bearer \(token.dropLast())", "Basic \(token)", "Bearer",
+                              "Bearer ", "Bearer  \(token)", "\(token)"] as [String?] {
+            let response = try client.request("GET", "/metrics", headers: authorization.map { [("Authorization", $0)] } ?? [])
+            XCTAssertEqual(response.status, 401, "\(String(describing: authorization))")
+            XCTAssertEqual(response.header("WWW-Authenticate"), #"Bearer realm="metrics""#)
+            XCTAssertFalse(response.text.contains("parley_"), response.text)
+        }
+        for authorization in ["Bearer \(token)", "bearer \(token)", "BEARER \(token)"] {
+            let response = try client.request("GET", "/metrics", headers: [("Authorization", authorization)])
+            XCTAssertEqual(response.status, 200, authorization)
+            XCTAssertTrue(response.text.contains("parley_http_requests_total"), response.text)
+        }
+        // The other health endpoints stay open.
+        XCTAssertEqual(try client.request("GET", "/health").status, 200)
+        XCTAssertEqual(try client.request("GET", "/ready").status, 200)
+    }
+
     func testServeRefusesToStartWhenMigrationsCannotRun() throws {
         let postgres = try TestPostgres.shared()
         // A database name that does not exist: PostgreSQL answers, but every connection fails.
