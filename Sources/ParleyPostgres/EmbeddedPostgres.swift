@@ -392,13 +392,16 @@ public final class EmbeddedPostgres: Sendable {
 
     private static let childEnvironment = ["PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "TZ=UTC"]
 
+    /// Runs a PostgreSQL program in the cluster directory (the server's user may have no access to
+    /// our working directory).
     private func run(_ program: String, _ arguments: [String], account: Account?, outputPath: String?) throws(EmbeddedPostgresError) -> ExitStatus {
         do {
             if let account {
                 return try ChildProcess.run(account.runuser, arguments: ["-u", account.name, "--", program] + arguments,
-                                            environment: Self.childEnvironment, outputPath: outputPath)
+                                            environment: Self.childEnvironment, outputPath: outputPath, workingDirectory: clusterDirectory)
             }
-            return try ChildProcess.run(program, arguments: arguments, environment: Self.childEnvironment, outputPath: outputPath)
+            return try ChildProcess.run(program, arguments: arguments, environment: Self.childEnvironment, outputPath: outputPath,
+                                        workingDirectory: clusterDirectory)
         } catch {
             throw .process(error)
         }

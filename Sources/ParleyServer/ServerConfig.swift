@@ -51,7 +51,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
         ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
         ConfigOption("database-url", env: "DATABASE_URL", default: "", "PostgreSQL connection URL; empty = run an embedded PostgreSQL under --data-dir."),
-        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations (empty = ./migrations, else next to the executable's package)."),
+        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations to apply instead of those built into the binary (empty = the built-in ones)."),
         ConfigOption("log-level", env: "PARLEY_LOG_LEVEL", default: "info", "trace, debug, info, notice, warning, error or critical."),
         ConfigOption("max-connections", env: "PARLEY_MAX_CONNECTIONS", default: "100000", "Open connections past this are closed at once."),
         ConfigOption("max-header-bytes", env: "PARLEY_MAX_HEADER_BYTES", default: "16384", "Request line plus headers, in bytes (431 past it)."),

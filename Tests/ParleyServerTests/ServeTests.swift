@@ -1,4 +1,6 @@
 import Foundation
+import ParleyMigrations
+import ParleyPostgres
 import ParleyServer
 import ParleyTestSupport
 import XCTest
@@ -194,24 +196,33 @@ final class ServeTests: XCTestCase {
 
 /// `parley serve` with no DATABASE_URL: it initialises, runs and stops its own PostgreSQL.
 final class EmbeddedDatabaseServeTests: XCTestCase {
+    /// The binary is copied out of the build tree and run from another directory with no flag
+    /// naming the repository: it carries its migrations, and the default `./.parley` is under its
+    /// working directory.
     func testServeRunsEmbeddedPostgresAndStopsItOnSIGTERM() throws {
-        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-embedded-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-        chmod(dataDirectory.path, 0o755)
-        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+        let workDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-embedded-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: workDirectory, withIntermediateDirectories: true)
+        chmod(workDirectory.path, 0o755)
+        defer { try? FileManager.default.removeItem(at: workDirectory) }
+        let binary = workDirectory.appendingPathComponent("parley")
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: ParleyServerProcess.binaryPath), to: binary)
+        let dataDirectory = workDirectory.appendingPathComponent(".parley")
 
         let port = FreePort.next()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", dataDirectory.path,
-                             "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path]
+        process.executableURL = binary
+        process.currentDirectoryURL = workDirectory
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)"]
         var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "DATABASE_URL")
+        for name in ["DATABASE_URL", "PARLEY_DATA_DIR", "PARLEY_MIGRATIONS_DIR"] { environment.removeValue(forKey: name) }
         process.environment = environment
-        let log = Pipe()
+        let logFile = workDirectory.appendingPathComponent("serve.log")
+        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logFile)
         process.standardError = log
         process.standardOutput = log
         try process.run()
+        func serverLog() -> String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
         var ready = false
         let deadline = Date().addingTimeInterval(90)
@@ -222,27 +233,43 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
             }
             usleep(100_000)
         }
-        XCTAssertTrue(ready, "embedded server never became ready")
+        XCTAssertTrue(ready, "embedded server never became ready: \(serverLog())")
         let pidFile = dataDirectory.appendingPathComponent("postgres/data/postmaster.pid").path
-        XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running under ./.parley")
+        XCTAssertTrue(serverLog().contains("latest=8") || serverLog().contains("applied migrations"), serverLog())
 
-        // `parley migrate` on the same data directory adopts the running cluster and leaves it running.
+        // `parley migrate` from yet another directory, on the same data directory (a relative path),
+        // adopts the running cluster and leaves it running.
         let migrate = Process()
-        migrate.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
-        migrate.arguments = ["migrate", "--data-dir", dataDirectory.path,
-                             "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path]
+        migrate.executableURL = binary
+        migrate.currentDirectoryURL = URL(fileURLWithPath: "/tmp")
+        migrate.arguments = ["migrate", "--data-dir", "../" + String(dataDirectory.path.dropFirst("/".count))]
         migrate.environment = environment
-        migrate.standardOutput = Pipe()
+        let output = Pipe()
+        migrate.standardOutput = output
         migrate.standardError = Pipe()
         try migrate.run()
         migrate.waitUntilExit()
         XCTAssertEqual(migrate.terminationStatus, 0)
+        XCTAssertEqual(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), "database is up to date\n")
         XCTAssertEqual(try TestHTTPClient(port: port).request("GET", "/ready").status, 200, "migrate stopped the server's database")
 
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: pidFile), "embedded PostgreSQL still running after shutdown")
+    }
+}
+
+/// The migrations compiled into the binary are the files of `migrations/`.
+final class BundledMigrationsTests: XCTestCase {
+    func testBundledMigrationsAreTheMigrationsDirectory() throws {
+        let directory = ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path
+        let files = try Migrator.loadMigrations(from: directory)
+        let bundled = try Migrator.migrations(files: BundledMigrations.files)
+        XCTAssertEqual(bundled.map(\.fileName), files.map(\.fileName))
+        XCTAssertEqual(bundled, files, "the build embedded other text than migrations/ holds: rebuild")
+        XCTAssertGreaterThanOrEqual(bundled.count, 8)
     }
 }
 
