@@ -106,6 +106,10 @@ public struct Migrator: Sendable {
                 try connection.execute("COMMIT")
             } catch {
                 _ = try? connection.execute("ROLLBACK")
+                if let name = Self.extensionNeedingSuperuser(error) {
+                    let database = (try? connection.query("SELECT current_database() AS name"))?.first?["name"].string ?? "the database"
+                    throw .extensionNeedsSuperuser(version: migration.version, name: migration.name, extension: name, database: database)
+                }
                 throw .failed(version: migration.version, name: migration.name, error: error)
             }
             done.append(migration)
@@ -116,6 +120,16 @@ public struct Migrator: Sendable {
             logger.notice("applied migrations", [("count", String(done.count)), ("latest", String(done.last!.version))])
         }
         return done
+    }
+
+    /// The extension named by "permission denied to create extension "X"" (SQLSTATE 42501): one
+    /// that is not trusted, so only a superuser may create it (earthdistance on PostgreSQL 15).
+    static func extensionNeedingSuperuser(_ error: PostgresError) -> String? {
+        guard case .server(let server) = error, server.sqlState == "42501" else { return nil }
+        let prefix = "permission denied to create extension \""
+        guard server.message.hasPrefix(prefix), server.message.hasSuffix("\"") else { return nil }
+        let name = server.message.dropFirst(prefix.count).dropLast()
+        return name.isEmpty ? nil : String(name)
     }
 
     private func checksum(of sql: String, on connection: PostgresBlockingConnection) throws(MigrationError) -> String {
