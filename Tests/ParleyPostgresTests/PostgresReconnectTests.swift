@@ -3,9 +3,6 @@ import ParleyPostgres
 import ParleyTestSupport
 import Synchronization
 import XCTest
-#if canImport(Glibc)
-import Glibc
-#endif
 
 final class PostgresReconnectTests: XCTestCase {
     /// pg_ctl restart cuts every session: statements in flight fail with `connectionClosed`, the pool
@@ -156,22 +153,10 @@ final class PostgresUnreachableTests: XCTestCase {
 /// A server that accepts TCP connections and never answers (a hung or black-holed PostgreSQL).
 final class PostgresSilentServerTests: XCTestCase {
     func testPingAnswersWithinItsTimeoutWhenTheServerIsSilent() async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        XCTAssertTrue(bound)
-        XCTAssertEqual(listen(listener, 16), 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
-
+        let silent = try SilentServer()
         let group = try EventLoopGroup(threads: 1)
         let client = PostgresClient(group: group, configuration: PostgresConfiguration(
-            connectionString: "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=30"))
+            connectionString: "host=127.0.0.1 port=\(silent.port) user=postgres dbname=postgres connect_timeout=30"))
         client.start()
         let clock = ContinuousClock()
         let started = clock.now
