@@ -539,13 +539,24 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         let exponential = min(cap, base * Double(1 << min(failedAttempts, 20)))
         let delay = Int64(exponential / 2 + Double.random(in: 0...(exponential / 2)))
         stats.connecting.add(1, ordering: .relaxed)
-        let timer = loop.schedule(after: .nanoseconds(delay)) { [weak self] in
-            guard let self, case .waitingToReconnect = self.phase else { return }
-            self.stats.connecting.subtract(1, ordering: .relaxed)
-            if self.hasConnectedBefore { self.stats.reconnects.add(1, ordering: .relaxed) }
-            self.startConnecting()
-        }
+        let timer = loop.schedule(after: .nanoseconds(delay)) { [weak self] in self?.reconnect() }
         phase = .waitingToReconnect(timer)
+    }
+
+    /// Starts the next connect attempt now instead of at the end of the backoff (loop thread):
+    /// another connection to the same server just succeeded. Does nothing in any other state.
+    func reconnectNow() {
+        loop.preconditionInEventLoop()
+        guard case .waitingToReconnect(let timer) = phase else { return }
+        loop.cancel(timer)
+        reconnect()
+    }
+
+    private func reconnect() {
+        guard case .waitingToReconnect = phase else { return }
+        stats.connecting.subtract(1, ordering: .relaxed)
+        if hasConnectedBefore { stats.reconnects.add(1, ordering: .relaxed) }
+        startConnecting()
     }
 
     // MARK: Loss and shutdown

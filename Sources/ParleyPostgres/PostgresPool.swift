@@ -20,6 +20,9 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
     /// Live numbers for metrics (any thread).
     public let stats = PostgresPoolStats()
     private let logger: Logger
+    /// Called on the loop when the pool leaves the unreachable state (set once, before `start`):
+    /// the client tells the other loops' pools to try again now.
+    var onReachableAgain: (@Sendable () -> Void)?
 
     private struct QueryWaiter {
         var sql: String
@@ -291,6 +294,14 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         unreachable = nil
         stats.unreachable.store(0, ordering: .relaxed)
         logger.notice("PostgreSQL reachable again")
+        onReachableAgain?()
+    }
+
+    /// Connections waiting out their reconnect backoff try now (loop thread).
+    func reconnectNow() {
+        loop.preconditionInEventLoop()
+        guard !closed else { return }
+        for connection in connections { connection.reconnectNow() }
     }
 
     private func failAllWaiters(with error: PostgresError) {

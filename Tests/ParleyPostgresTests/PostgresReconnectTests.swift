@@ -1,5 +1,5 @@
 import ParleyNet
-import ParleyPostgres
+@testable import ParleyPostgres
 import ParleyTestSupport
 import Synchronization
 import XCTest
@@ -148,7 +148,36 @@ final class PostgresUnreachableTests: XCTestCase {
         XCTAssertEqual(rows.first?["n"].int, 1)
         await test.shutdown()
     }
+    /// One loop's pool getting through again makes the others try at once instead of waiting out
+    /// their (here 10–20 s) backoff.
+    func testAPoolThatReconnectsWakesTheOtherLoopsPools() async throws {
+        let postgres = try TestPostgres.makePrivate()
+        defer { postgres.remove() }
+        let test = try await TestClient(prefix: "wake", threads: 2, postgres: postgres) {
+            $0.connectionsPerLoop = 1
+            $0.reconnectBaseDelay = .seconds(10)
+            $0.reconnectMaxDelay = .seconds(20)
+        }
+        let client = test.client
+        try postgres.cluster.stop(mode: .immediate)
+        let lost = await eventually { client.stats.connectionsOpen == 0 }
+        XCTAssertTrue(lost, "\(client.stats)")
+        for pool in client.pools { try await onLoop(pool.loop) { pool.reconnectNow() } }
+        let known = await eventually { client.stats.unreachablePools == 2 }
+        XCTAssertTrue(known, "\(client.stats)")
+
+        try postgres.cluster.start()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let first = client.pools[0]
+        try await onLoop(first.loop) { first.reconnectNow() }
+        let both = await eventually(timeout: .seconds(5)) { client.stats.unreachablePools == 0 && client.stats.connectionsOpen == 2 }
+        XCTAssertTrue(both, "\(client.stats)")
+        XCTAssertLessThan(clock.now - started, .seconds(5))
+        await test.shutdown()
+    }
 }
+
 
 /// A server that accepts TCP connections and never answers (a hung or black-holed PostgreSQL).
 final class PostgresSilentServerTests: XCTestCase {
