@@ -274,9 +274,6 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
 
     // MARK: Reachability
 
-    /// Whether the database is known to be unreachable (loop thread).
-    public var isUnreachable: Bool { unreachable != nil }
-
     /// Enters the unreachable state (or updates its reason) and fails every waiter at once.
     private func markUnreachable(lastError: String?) {
         let wasReachable = unreachable == nil
