@@ -98,5 +98,7 @@ public final class PostgresListener: PostgresConnectionDelegate, @unchecked Send
         listened.removeAll()
     }
 
+    func connectionAttemptFailed(_ connection: PostgresConnection) {}
+
     func connectionFinishedStatements(_ connection: PostgresConnection) {}
 }

@@ -32,6 +32,8 @@ public struct ServerConfig: Sendable {
     public var restAPIKey: String?
     public var mountPath: String
     public var enableTestEndpoints: Bool
+    /// When set, `/metrics` requires `Authorization: Bearer <token>`.
+    public var metricsToken: String?
     /// The realtime service's limits (`--realtime-*` options).
     public var realtime: RealtimeConfiguration
     /// Call signalling and TURN (`--call-*`, `--turn-*` options).
@@ -49,7 +51,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
         ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
         ConfigOption("database-url", env: "DATABASE_URL", default: "", "PostgreSQL connection URL; empty = run an embedded PostgreSQL under --data-dir."),
-        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations (empty = ./migrations, else next to the executable's package)."),
+        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations to apply instead of those built into the binary (empty = the built-in ones)."),
         ConfigOption("log-level", env: "PARLEY_LOG_LEVEL", default: "info", "trace, debug, info, notice, warning, error or critical."),
         ConfigOption("max-connections", env: "PARLEY_MAX_CONNECTIONS", default: "100000", "Open connections past this are closed at once."),
         ConfigOption("max-header-bytes", env: "PARLEY_MAX_HEADER_BYTES", default: "16384", "Request line plus headers, in bytes (431 past it)."),
@@ -72,6 +74,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
         ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
         ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
+        ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ] + realtimeOptions + callOptions + pushOptions
 
@@ -123,6 +126,7 @@ public struct ServerConfig: Sendable {
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        metricsToken = values.optionalString("metrics-token")
         realtime = RealtimeConfiguration()
         realtime.retention = try values.duration("realtime-retention")
         realtime.retentionInterval = try values.duration("realtime-retention-interval")

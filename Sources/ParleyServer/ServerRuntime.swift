@@ -56,7 +56,7 @@ public final class ServerRuntime: Sendable {
         metrics = ServerMetrics()
 
         let router = Router()
-        HealthEndpoints(database: database, metrics: metrics).register(on: router)
+        HealthEndpoints(database: database, metrics: metrics, metricsToken: config.metricsToken).register(on: router)
         router.add(middleware: RequestLogMiddleware())
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
