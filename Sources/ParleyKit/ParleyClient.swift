@@ -31,6 +31,9 @@ public actor ParleyClient {
     private var nextToken: UInt64 = 1
     private var requestWaiters: [UInt64: CheckedContinuation<JSONObject, any Error>] = [:]
     private var sendWaiters: [String: [CheckedContinuation<SentMessage, any Error>]] = [:]
+    private var storedWaiters: [String: CheckedContinuation<Void, any Error>] = [:]
+    private var storageBusy = false
+    private var storageIdleWaiters: [CheckedContinuation<Void, Never>] = []
     private var connectionWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
 
     private var storageQueue: [StorageJob] = []
@@ -117,9 +120,13 @@ public actor ParleyClient {
         run { $0.stop(now: $1) }
     }
 
-    /// Stops the client and its tasks for good (the object can then be released).
+    /// Stops the client and its tasks for good (the object can then be released), after the
+    /// storage writes under way are done.
     public func shutdown() async {
         await disconnect()
+        if storageBusy || !storageQueue.isEmpty {
+            await withCheckedContinuation { storageIdleWaiters.append($0) }
+        }
         for task in tasks { task.cancel() }
         tasks = []
         socketEvents.finish()
@@ -135,7 +142,7 @@ public actor ParleyClient {
         if case .stopped(let error) = machine!.connectionState { throw error ?? .stopped }
         let token = makeToken()
         let timeoutTask = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
             await self?.failConnectionWaiter(token, .timedOut)
         }
         defer { timeoutTask.cancel() }
@@ -164,15 +171,25 @@ public actor ParleyClient {
 
     // MARK: Messages
 
-    /// Puts a message in the outbox and returns its `clientMessageId`; it is sent (again after
-    /// reconnects and restarts) until the server stores it, then `didSend` tells the result.
+    /// Puts a message in the outbox and returns its `clientMessageId` once it is stored (it
+    /// then survives a crash); it is sent (again after reconnects and restarts) until the
+    /// server stores it, and `didSend` tells the result.
     @discardableResult
     public func send(_ message: OutgoingMessage) async throws(ParleyError) -> String {
         try await ensureLoaded()
         let clientMessageId = ParleyUUID.random().uuidString
         let now = self.now
         let actions = try machine!.enqueue(message, clientMessageId: clientMessageId, now: now)
-        execute(actions)
+        do {
+            try await withCheckedThrowingContinuation { continuation in
+                storedWaiters[clientMessageId] = continuation
+                execute(actions)
+            }
+        } catch let error as ParleyError {
+            throw error
+        } catch {
+            throw .stopped
+        }
         return clientMessageId
     }
 
@@ -398,6 +415,8 @@ public actor ParleyClient {
                 socket?.resumeReading()
             case .persistOutbox(let entries):
                 enqueueStorage(.append(entries))
+            case .outboxStored(let ids):
+                for id in ids { storedWaiters.removeValue(forKey: id)?.resume() }
             case .removeFromOutbox(let ids):
                 enqueueStorage(.remove(ids))
             case .persistCursor(let cursor):
@@ -405,6 +424,7 @@ public actor ParleyClient {
             case .deliver(let event):
                 deliveries.yield(.event(event))
             case .sendFinished(let clientMessageId, let result):
+                if case .failure(let error) = result { storedWaiters.removeValue(forKey: clientMessageId)?.resume(throwing: error) }
                 for waiter in sendWaiters.removeValue(forKey: clientMessageId) ?? [] { waiter.resume(with: result) }
                 deliveries.yield(.sent(clientMessageId, result))
             case .requestFinished(let token, let result):
@@ -492,6 +512,13 @@ public actor ParleyClient {
     }
 
     private func runStorageJobs() async {
+        storageBusy = true
+        defer {
+            storageBusy = false
+            let waiters = storageIdleWaiters
+            storageIdleWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
         while true {
             let jobs = takeStorageJobs()
             guard !jobs.isEmpty else { return }

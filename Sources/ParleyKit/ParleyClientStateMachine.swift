@@ -25,6 +25,8 @@ public struct ParleyClientStateMachine: Sendable {
         case resumeReading
         /// Store these outbox entries, then report `outboxPersisted()` (or `outboxPersistFailed`).
         case persistOutbox([OutboxEntry])
+        /// These outbox entries are durable (a `send` may return).
+        case outboxStored([String])
         /// Remove these entries from storage (no report needed).
         case removeFromOutbox([String])
         /// Store the cursor, then report `cursorPersisted(_:)` (or `cursorPersistFailed()`).
@@ -276,7 +278,7 @@ public struct ParleyClientStateMachine: Sendable {
         guard let batch = persistingOutbox else { return [] }
         persistingOutbox = nil
         slots.append(contentsOf: batch.map { Slot(entry: $0, status: .ready) })
-        var actions: [Action] = []
+        var actions: [Action] = [.outboxStored(batch.map(\.clientMessageId))]
         persistWaitingOutbox(actions: &actions)
         flushOutbox(now: now, actions: &actions)
         return actions

@@ -1,6 +1,6 @@
 import Foundation
 import ParleyJSON
-import ParleyKit
+@testable import ParleyKit
 import ParleyKitLinux
 import ParleyNet
 import ParleyTestSupport
@@ -9,7 +9,8 @@ import XCTest
 /// A real `parley serve`, users signed up through the Parse REST API, and SDK clients on the
 /// Linux transport with file storage in a temporary directory.
 final class SDKHarness: @unchecked Sendable {
-    let server: ParleyServerProcess
+    private(set) var server: ParleyServerProcess
+    let serverArguments: [String]
     let group: EventLoopGroup
     let pool: BlockingPool
     let root: String
@@ -23,7 +24,8 @@ final class SDKHarness: @unchecked Sendable {
     }
 
     init(serverArguments: [String] = []) throws {
-        server = try ParleyServerProcess(arguments: ["--realtime-send-rate", "100000", "--realtime-send-burst", "100000"] + serverArguments)
+        self.serverArguments = ["--realtime-send-rate", "100000", "--realtime-send-burst", "100000"] + serverArguments
+        server = try ParleyServerProcess(arguments: self.serverArguments)
         group = try EventLoopGroup(threads: 1)
         pool = try BlockingPool(threads: 1)
         root = NSTemporaryDirectory() + "parleykit-\(UUID().uuidString)"
@@ -34,6 +36,17 @@ final class SDKHarness: @unchecked Sendable {
         group.shutdownGracefully()
         pool.shutdown()
         try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// Kills the server with SIGKILL (no shutdown at all) and waits for it to be gone.
+    func killServer() {
+        server.send(signal: SIGKILL)
+        _ = server.waitForExit()
+    }
+
+    /// Starts the server again on the same port and database.
+    func restartServer() throws {
+        server = try ParleyServerProcess(arguments: serverArguments, databaseURL: server.databaseURL, port: server.port)
     }
 
     /// Signs a user up with the Parse REST API and returns its id and session token.
@@ -49,12 +62,13 @@ final class SDKHarness: @unchecked Sendable {
     }
 
     /// A client for `deviceId` whose storage lives in `root/<deviceId>` (a restart reuses it).
-    func client(_ deviceId: String, configure: (inout ParleyClientConfiguration) -> Void = { _ in }) -> (ParleyClient, EventRecorder) {
+    func client(_ deviceId: String, transport: (any ParleyTransport)? = nil,
+                configure: (inout ParleyClientConfiguration) -> Void = { _ in }) -> (ParleyClient, EventRecorder) {
         var configuration = ParleyClientConfiguration(serverURL: serverURL, deviceId: deviceId, ackDelayMilliseconds: 20)
         configuration.backoff = ReconnectBackoff(baseMilliseconds: 100, capMilliseconds: 1000)
         configure(&configuration)
         let storage = FileStorage(directory: root + "/" + deviceId, runner: BlockingPoolRunner(pool: pool))
-        let client = ParleyClient(configuration: configuration, transport: LinuxTransport(group: group, blockingPool: pool),
+        let client = ParleyClient(configuration: configuration, transport: transport ?? LinuxTransport(group: group, blockingPool: pool),
                                   storage: storage, http: LinuxHTTPTransport(client: HTTPClientBox.shared(group: group)))
         let recorder = EventRecorder()
         return (client, recorder)
@@ -135,7 +149,7 @@ actor EventRecorder: ParleyClientDelegate {
         let id = nextWaiter
         nextWaiter += 1
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
             await self?.expire(id)
         }
         defer { timer.cancel() }
