@@ -150,7 +150,7 @@ public struct ParleyClientStateMachine: Sendable {
     public var outbox: [OutboxEntry] { (slots.map(\.entry)) + (persistingOutbox ?? []) + waitingOutbox }
 
     /// Events handed to the app and not yet processed.
-    public var pendingEvents: Int { pipeline.count - pipelineHead }
+    public private(set) var pendingEvents = 0
 
     // MARK: App inputs
 
@@ -251,6 +251,7 @@ public struct ParleyClientStateMachine: Sendable {
         var actions: [Action] = []
         let item = pipeline[pipelineHead]
         pipelineHead += 1
+        pendingEvents -= 1
         if case .queued(let seq, let key, let itemEpoch) = item {
             if let key {
                 if let count = inPipeline[key], count > 1 { inPipeline[key] = count - 1 } else { inPipeline[key] = nil }
@@ -669,6 +670,7 @@ public struct ParleyClientStateMachine: Sendable {
 
     private mutating func appendToPipeline(_ item: PipelineItem, actions: inout [Action]) {
         pipeline.append(item)
+        pendingEvents += 1
         if !readingPaused && pendingEvents >= configuration.maxPendingEvents {
             readingPaused = true
             actions.append(.pauseReading)
