@@ -9,6 +9,8 @@ let hotPathSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "parley",
+    // Apple platforms matter only to the ParleyKit product (the server builds on Linux).
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .executable(name: "parley", targets: ["parley"]),
         // The client SDK: the portable core and, on Apple platforms, the URLSession transport

@@ -97,6 +97,20 @@ public final class FileStorage: ParleyStorage, @unchecked Sendable {
         }
     }
 
+    /// The installation's device id, kept in `directory/device-id`: read, or made (a random
+    /// UUID) and stored on first use. Use it as `ParleyClientConfiguration.deviceId` (or the Parse
+    /// `installationId` where the app has one).
+    public static func persistentDeviceId(in directory: String, runner: any BlockingRunner = InlineRunner()) async throws(ParleyError) -> String {
+        try await runner.run { () throws(ParleyError) -> String in
+            try makeDirectory(directory)
+            let path = directory + "/device-id"
+            if let text = try readFile(path), ParleyUUID(text) != nil { return text }
+            let id = ParleyUUID.random().uuidString
+            try replace(path, with: Array(id.utf8), directory: directory)
+            return id
+        }
+    }
+
     // MARK: Log format
 
     /// The live entries of a log and its number of complete records.

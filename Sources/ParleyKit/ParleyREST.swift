@@ -68,8 +68,8 @@ public struct ParleyREST: Sendable {
         return object
     }
 
-    /// Percent-encodes everything outside RFC 3986's unreserved characters.
-    static func percentEncoded(_ text: String) -> String {
+    /// Percent-encodes everything outside RFC 3986's unreserved characters (for query values).
+    public static func percentEncoded(_ text: String) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
         for byte in text.utf8 {
