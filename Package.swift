@@ -74,6 +74,7 @@ let package = Package(
         .target(name: "ParleyKitLinux", dependencies: ["ParleyKit", "ParleyJSON", "ParleyWebSocket", "ParleyHTTP", "ParleyNet"]),
         .target(name: "ParleyKitApple", dependencies: ["ParleyKit", "ParleyJSON"]),
         .executableTarget(name: "parley-chat", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyHTTP", "ParleyNet"]),
+        .executableTarget(name: "parley-sdk-bench", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet"]),
 
         // Tests.
         .target(name: "ParleyTestSupport", dependencies: ["ParleyPostgres", "ParleyNet"], path: "Tests/ParleyTestSupport"),

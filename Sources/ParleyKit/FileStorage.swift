@@ -21,10 +21,10 @@ public final class FileStorage: ParleyStorage, @unchecked Sendable {
     /// Records in the log and live entries, for compaction (touched only inside `runner` jobs,
     /// which the client issues one at a time).
     private var logRecords = 0
-    private var live: [OutboxEntry] = []
+    private var live = OrderedOutbox()
     private let compactionSlack = 256
 
-    /// Storage in `directory`, created (mode 0700) if missing.
+    /// Storage in `directory`, created with its parents (mode 0700) if missing.
     public init(directory: String, runner: any BlockingRunner = InlineRunner()) {
         self.directory = directory
         self.runner = runner
@@ -42,7 +42,7 @@ public final class FileStorage: ParleyStorage, @unchecked Sendable {
                 state.cursor = cursor
             }
             let (entries, records) = try Self.replay(try Self.readFile(outboxPath) ?? "")
-            live = entries
+            live = OrderedOutbox(entries)
             logRecords = records
             state.outbox = entries
             return state
@@ -58,18 +58,17 @@ public final class FileStorage: ParleyStorage, @unchecked Sendable {
                 bytes.append(UInt8(ascii: "\n"))
             }
             try Self.append(bytes, to: outboxPath)
-            live.append(contentsOf: entries)
+            live.append(entries)
             logRecords += entries.count
         }
     }
 
     public func removeOutbox(_ clientMessageIds: [String]) async throws(ParleyError) {
         try await runner.run { [self] () throws(ParleyError) in
-            let gone = Set(clientMessageIds)
-            live.removeAll { gone.contains($0.clientMessageId) }
+            live.remove(clientMessageIds)
             if logRecords + clientMessageIds.count > 2 * live.count + compactionSlack {
                 var bytes: [UInt8] = []
-                for entry in live {
+                for entry in live.entries {
                     bytes.append(UInt8(ascii: "+"))
                     entry.json.serialize(into: &bytes)
                     bytes.append(UInt8(ascii: "\n"))
@@ -138,8 +137,13 @@ public final class FileStorage: ParleyStorage, @unchecked Sendable {
 
     // MARK: System calls
 
+    /// Creates `path` and any missing parents (mode 0700).
     static func makeDirectory(_ path: String) throws(ParleyError) {
-        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw .storage(operation: "mkdir \(path)", errno: errno) }
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST { throw .storage(operation: "mkdir \(prefix)", errno: errno) }
+        }
     }
 
     /// The whole file as text, nil if it does not exist.

@@ -58,17 +58,6 @@ public struct ParleyClientStateMachine: Sendable {
         case `internal`
     }
 
-    enum SlotStatus: Sendable, Equatable {
-        case ready
-        case inFlight
-        case retryAt(Int64)
-    }
-
-    struct Slot: Sendable, Equatable {
-        var entry: OutboxEntry
-        var status: SlotStatus
-    }
-
     enum PipelineItem: Sendable, Equatable {
         /// A queued event handed to the app.
         case queued(seq: Int64, key: String?, epoch: Int)
@@ -99,7 +88,7 @@ public struct ParleyClientStateMachine: Sendable {
     private var readingPaused = false
 
     // The outbox.
-    private(set) var slots: [Slot] = []
+    private var slots = OutboxQueue()
     private var sendsInFlight = 0
     private var persistingOutbox: [OutboxEntry]?
     private var waitingOutbox: [OutboxEntry] = []
@@ -132,7 +121,7 @@ public struct ParleyClientStateMachine: Sendable {
         processedSeq = stored.cursor.seq
         acceptedSeq = stored.cursor.seq
         recent = RecentKeys(capacity: configuration.dedupeWindow, keys: stored.cursor.recentKeys)
-        slots = stored.outbox.map { Slot(entry: $0, status: .ready) }
+        slots = OutboxQueue(stored.outbox)
     }
 
     /// The connection state the app sees.
@@ -147,7 +136,10 @@ public struct ParleyClientStateMachine: Sendable {
     }
 
     /// Messages in the outbox, sent or not yet (oldest first).
-    public var outbox: [OutboxEntry] { (slots.map(\.entry)) + (persistingOutbox ?? []) + waitingOutbox }
+    public var outbox: [OutboxEntry] { slots.entries + (persistingOutbox ?? []) + waitingOutbox }
+
+    /// How many messages are in the outbox.
+    public var outboxCount: Int { slots.count + (persistingOutbox?.count ?? 0) + waitingOutbox.count }
 
     /// Events handed to the app and not yet processed.
     public private(set) var pendingEvents = 0
@@ -192,7 +184,7 @@ public struct ParleyClientStateMachine: Sendable {
         guard !message.to.isEmpty, message.to.count <= 100 else { throw .invalidArgument("to: 1-100 recipients") }
         guard message.text.utf8.count <= 65_536 else { throw .invalidArgument("text: at most 64 KiB") }
         guard !clientMessageId.isEmpty, clientMessageId.utf8.count <= 128 else { throw .invalidArgument("clientMessageId") }
-        guard outbox.count < configuration.maxOutboxEntries else { throw .outboxFull }
+        guard outboxCount < configuration.maxOutboxEntries else { throw .outboxFull }
         waitingOutbox.append(OutboxEntry(clientMessageId: clientMessageId, message: message))
         var actions: [Action] = []
         persistWaitingOutbox(actions: &actions)
@@ -278,7 +270,7 @@ public struct ParleyClientStateMachine: Sendable {
     public mutating func outboxPersisted(now: Int64) -> [Action] {
         guard let batch = persistingOutbox else { return [] }
         persistingOutbox = nil
-        slots.append(contentsOf: batch.map { Slot(entry: $0, status: .ready) })
+        for entry in batch { slots.append(entry) }
         var actions: [Action] = [.outboxStored(batch.map(\.clientMessageId))]
         persistWaitingOutbox(actions: &actions)
         flushOutbox(now: now, actions: &actions)
@@ -438,7 +430,7 @@ public struct ParleyClientStateMachine: Sendable {
         case .connected:
             consider(lastActivity + (pingSent ? configuration.deadAfterMilliseconds : configuration.pingAfterMilliseconds))
             consider(earliestRequestDeadline())
-            for slot in slots { if case .retryAt(let at) = slot.status { consider(at) } }
+            consider(slots.earliestRetry)
         case .idle, .stopped:
             break
         }
@@ -519,7 +511,7 @@ public struct ParleyClientStateMachine: Sendable {
         pendingDeadlines = []
         pendingDeadlineHead = 0
         sendsInFlight = 0
-        for index in slots.indices where slots[index].status == .inFlight { slots[index].status = .ready }
+        slots.resetToReady()
     }
 
     // MARK: Requests
@@ -590,19 +582,18 @@ public struct ParleyClientStateMachine: Sendable {
             }
         case .send(let clientMessageId):
             sendsInFlight -= 1
-            guard let index = slots.firstIndex(where: { $0.entry.clientMessageId == clientMessageId }) else { break }
             switch result {
             case .success(let fields):
-                slots.remove(at: index)
+                guard slots.remove(clientMessageId) != nil else { break }
                 let sent = SentMessage(clientMessageId: clientMessageId, messageId: fields["messageId"]?.string ?? "",
                                        sentAt: fields["sentAt"]?.string ?? "", failed: FailedRecipient.list(fields["failed"]),
                                        duplicate: fields["duplicate"]?.bool ?? false)
                 actions.append(.removeFromOutbox([clientMessageId]))
                 actions.append(.sendFinished(clientMessageId: clientMessageId, .success(sent)))
             case .failure(let error) where Self.isRetryable(error.code):
-                slots[index].status = .retryAt(now + configuration.sendRetryMilliseconds)
+                slots.retry(clientMessageId, at: now + configuration.sendRetryMilliseconds)
             case .failure(let error):
-                slots.remove(at: index)
+                guard slots.remove(clientMessageId) != nil else { break }
                 actions.append(.removeFromOutbox([clientMessageId]))
                 actions.append(.sendFinished(clientMessageId: clientMessageId, .failure(.server(code: error.code, message: error.message))))
             }
@@ -626,25 +617,14 @@ public struct ParleyClientStateMachine: Sendable {
 
     /// Sends ready entries, oldest first, up to the in-flight bound.
     private mutating func flushOutbox(now: Int64, actions: inout [Action]) {
-        guard phase == .connected else { return }
-        var index = 0
-        while index < slots.count && sendsInFlight < configuration.maxSendsInFlight {
-            let due: Bool
-            switch slots[index].status {
-            case .ready: due = true
-            case .retryAt(let at): due = now >= at
-            case .inFlight: due = false
-            }
-            if due {
-                let id = nextRequestID
-                nextRequestID += 1
-                pending[id] = .send(slots[index].entry.clientMessageId)
-                pendingDeadlines.append((id, now + configuration.requestTimeoutMilliseconds))
-                slots[index].status = .inFlight
-                sendsInFlight += 1
-                actions.append(.sendText(ClientFrames.send(id: id, slots[index].entry)))
-            }
-            index += 1
+        guard phase == .connected, sendsInFlight < configuration.maxSendsInFlight else { return }
+        for entry in slots.takeDue(now: now, limit: configuration.maxSendsInFlight - sendsInFlight) {
+            let id = nextRequestID
+            nextRequestID += 1
+            pending[id] = .send(entry.clientMessageId)
+            pendingDeadlines.append((id, now + configuration.requestTimeoutMilliseconds))
+            sendsInFlight += 1
+            actions.append(.sendText(ClientFrames.send(id: id, entry)))
         }
     }
 

@@ -73,24 +73,55 @@ public protocol ParleyStorage: Sendable {
 
 /// Storage in memory only (tests, or an app that keeps nothing across launches).
 public actor InMemoryStorage: ParleyStorage {
-    public private(set) var state: ParleyStoredState
+    private var cursor: CursorRecord
+    private var outbox: OrderedOutbox
 
     public init(_ state: ParleyStoredState = ParleyStoredState()) {
-        self.state = state
+        cursor = state.cursor
+        outbox = OrderedOutbox(state.outbox)
     }
+
+    public var state: ParleyStoredState { ParleyStoredState(cursor: cursor, outbox: outbox.entries) }
 
     public func load() async throws(ParleyError) -> ParleyStoredState { state }
 
     public func appendOutbox(_ entries: [OutboxEntry]) async throws(ParleyError) {
-        state.outbox.append(contentsOf: entries)
+        outbox.append(entries)
     }
 
     public func removeOutbox(_ clientMessageIds: [String]) async throws(ParleyError) {
-        let gone = Set(clientMessageIds)
-        state.outbox.removeAll { gone.contains($0.clientMessageId) }
+        outbox.remove(clientMessageIds)
     }
 
     public func saveCursor(_ cursor: CursorRecord) async throws(ParleyError) {
-        state.cursor = cursor
+        self.cursor = cursor
     }
+}
+
+/// Outbox entries in insertion order, removable by id in O(1): what storages keep in memory.
+public struct OrderedOutbox: Sendable, Equatable {
+    private var byId: [String: (order: Int, entry: OutboxEntry)] = [:]
+    private var nextOrder = 0
+
+    public init(_ entries: [OutboxEntry] = []) {
+        append(entries)
+    }
+
+    public var count: Int { byId.count }
+
+    /// Oldest first.
+    public var entries: [OutboxEntry] { byId.values.sorted { $0.order < $1.order }.map(\.entry) }
+
+    public mutating func append(_ entries: [OutboxEntry]) {
+        for entry in entries where byId[entry.clientMessageId] == nil {
+            byId[entry.clientMessageId] = (nextOrder, entry)
+            nextOrder += 1
+        }
+    }
+
+    public mutating func remove(_ clientMessageIds: [String]) {
+        for id in clientMessageIds { byId[id] = nil }
+    }
+
+    public static func == (lhs: OrderedOutbox, rhs: OrderedOutbox) -> Bool { lhs.entries == rhs.entries }
 }

@@ -203,6 +203,49 @@ final class ClientStateMachineTests: XCTestCase {
         XCTAssertEqual(resent.first?["id"], 2, "request ids keep growing")
     }
 
+    func testAThousandsLongOutboxDrainsInOrderWithRetriesAndReconnects() throws {
+        var m = connected { $0.maxOutboxEntries = 5000; $0.maxSendsInFlight = 100 }
+        for index in 0..<3000 { _ = try m.enqueue(OutgoingMessage(to: ["u2"], text: "\(index)"), clientMessageId: "c\(index)", now: 0) }
+        var inFlight: [(id: Int64, text: String)] = []
+        func collect(_ actions: [Action]) {
+            for frame in sends(actions) where frame["type"] == "message.send" { inFlight.append((frame["id"]!.int!, frame["text"]!.string!)) }
+        }
+        collect(m.outboxPersisted(now: 0))
+        collect(m.outboxPersisted(now: 0))
+        var acknowledged: [String] = []
+        var now: Int64 = 1
+        var reconnected = false
+        while !inFlight.isEmpty {
+            let (id, text) = inFlight.removeFirst()
+            if text == "1500" && !reconnected {
+                // The connection drops here: everything in flight goes out again, in order.
+                reconnected = true
+                _ = m.socketClosed(id: m.connectionID, code: 1006, reason: "", now: now)
+                now = m.nextDeadline!
+                _ = m.tick(now: now)
+                _ = m.socketOpened(id: m.connectionID, now: now)
+                inFlight = []
+                collect(m.received(welcome(), id: m.connectionID, now: now))
+                continue
+            }
+            if text == "2000" && !acknowledged.contains("1999-retried") {
+                acknowledged.append("1999-retried")
+                collect(m.received("{\"type\":\"error\",\"re\":\(id),\"code\":\"unavailable\",\"error\":\"busy\"}", id: m.connectionID, now: now))
+                now += 1000
+                collect(m.tick(now: now))
+                continue
+            }
+            acknowledged.append(text)
+            collect(m.received("{\"type\":\"ok\",\"re\":\(id),\"messageId\":\"m\(text)\",\"sentAt\":\"t\"}", id: m.connectionID, now: now))
+            now += 1
+        }
+        acknowledged.removeAll { $0 == "1999-retried" }
+        XCTAssertEqual(Set(acknowledged).count, 3000)
+        XCTAssertEqual(acknowledged.count, 3000)
+        XCTAssertEqual(m.outbox, [])
+        XCTAssertEqual(m.outboxCount, 0)
+    }
+
     func testStoredOutboxEntriesAreSentAfterTheFirstWelcome() {
         let stored = ParleyStoredState(outbox: [OutboxEntry(clientMessageId: "old", message: OutgoingMessage(to: ["u2"], text: "from before"))])
         var m = machine(stored: stored)
