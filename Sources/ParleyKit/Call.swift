@@ -157,20 +157,14 @@ public final class Call: Sendable {
     /// An incoming call's offer: at once if `call.incoming` arrived, else when it does (after a
     /// push, the replay brings it); throws if the call ends first.
     public func remoteOfferSDP() async throws(ParleyError) -> String {
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                let ready: Result<String, ParleyError>? = record.withLock { record in
-                    if let offer = record.remoteOffer { return .success(offer) }
-                    if record.state == .ended { return .failure(.server(code: "call_ended", message: "the call ended")) }
-                    record.offerWaiters.append(continuation)
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready) }
+        try await withParleyContinuation { continuation in
+            let ready: Result<String, ParleyError>? = record.withLock { record in
+                if let offer = record.remoteOffer { return .success(offer) }
+                if record.state == .ended { return .failure(.server(code: "call_ended", message: "the call ended")) }
+                record.offerWaiters.append(continuation)
+                return nil
             }
-        } catch let error as ParleyError {
-            throw error
-        } catch {
-            throw .stopped
+            if let ready { continuation.resume(with: ready) }
         }
     }
 

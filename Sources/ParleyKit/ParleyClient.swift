@@ -146,13 +146,7 @@ public actor ParleyClient {
             await self?.failConnectionWaiter(token, .timedOut)
         }
         defer { timeoutTask.cancel() }
-        do {
-            try await withCheckedThrowingContinuation { continuation in connectionWaiters[token] = continuation }
-        } catch let error as ParleyError {
-            throw error
-        } catch {
-            throw .stopped
-        }
+        try await withParleyContinuation { connectionWaiters[token] = $0 }
     }
 
     public var connectionState: ParleyConnectionState { machine?.connectionState ?? .idle }
@@ -180,15 +174,9 @@ public actor ParleyClient {
         let clientMessageId = ParleyUUID.random().uuidString
         let now = self.now
         let actions = try machine!.enqueue(message, clientMessageId: clientMessageId, now: now)
-        do {
-            try await withCheckedThrowingContinuation { continuation in
-                storedWaiters[clientMessageId] = continuation
-                execute(actions)
-            }
-        } catch let error as ParleyError {
-            throw error
-        } catch {
-            throw .stopped
+        try await withParleyContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            storedWaiters[clientMessageId] = continuation
+            execute(actions)
         }
         return clientMessageId
     }
@@ -199,15 +187,9 @@ public actor ParleyClient {
         let clientMessageId = ParleyUUID.random().uuidString
         let now = self.now
         let actions = try machine!.enqueue(message, clientMessageId: clientMessageId, now: now)
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                sendWaiters[clientMessageId, default: []].append(continuation)
-                execute(actions)
-            }
-        } catch let error as ParleyError {
-            throw error
-        } catch {
-            throw .stopped
+        return try await withParleyContinuation { continuation in
+            sendWaiters[clientMessageId, default: []].append(continuation)
+            execute(actions)
         }
     }
 
@@ -383,17 +365,11 @@ public actor ParleyClient {
 
     private func awaitRequest(_ body: (inout ParleyClientStateMachine, UInt64, Int64) -> [ParleyClientStateMachine.Action]) async throws(ParleyError) -> JSONObject {
         let token = makeToken()
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                requestWaiters[token] = continuation
-                let now = self.now
-                let actions = body(&machine!, token, now)
-                execute(actions)
-            }
-        } catch let error as ParleyError {
-            throw error
-        } catch {
-            throw .stopped
+        return try await withParleyContinuation { continuation in
+            requestWaiters[token] = continuation
+            let now = self.now
+            let actions = body(&machine!, token, now)
+            execute(actions)
         }
     }
 

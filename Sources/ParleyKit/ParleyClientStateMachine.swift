@@ -82,8 +82,8 @@ public struct ParleyClientStateMachine: Sendable {
     private(set) var userId: String?
     private var nextRequestID: Int64 = 1
     private var pending: [Int64: Pending] = [:]
-    private var pendingDeadlines: [(id: Int64, deadline: Int64)] = []
-    private var pendingDeadlineHead = 0
+    /// Request deadlines in send order (so in deadline order); answered ones are skipped.
+    private var pendingDeadlines = FIFO<RequestDeadline>()
     private var ackedOnConnection: Int64 = 0
     private var readingPaused = false
 
@@ -104,8 +104,7 @@ public struct ParleyClientStateMachine: Sendable {
     private var ackDueAt: Int64?
     private var recent: RecentKeys
     private var inPipeline: [String: Int] = [:]
-    private var pipeline: [PipelineItem] = []
-    private var pipelineHead = 0
+    private var pipeline = FIFO<PipelineItem>()
     /// Bumped by a `reset`: events of an older epoch no longer move the cursor.
     private var epoch = 0
 
@@ -239,10 +238,8 @@ public struct ParleyClientStateMachine: Sendable {
 
     /// The app's handler returned for the oldest delivered event.
     public mutating func eventProcessed(now: Int64) -> [Action] {
-        guard pipelineHead < pipeline.count else { return [] }
+        guard let item = pipeline.popFirst() else { return [] }
         var actions: [Action] = []
-        let item = pipeline[pipelineHead]
-        pipelineHead += 1
         pendingEvents -= 1
         if case .queued(let seq, let key, let itemEpoch) = item {
             if let key {
@@ -251,11 +248,10 @@ public struct ParleyClientStateMachine: Sendable {
             }
             if itemEpoch == epoch { processedSeq = max(processedSeq, seq) }
         }
-        while pipelineHead < pipeline.count, case .skip(let seq, let itemEpoch) = pipeline[pipelineHead] {
-            pipelineHead += 1
+        while case .skip(let seq, let itemEpoch)? = pipeline.first {
+            pipeline.popFirst()
             if itemEpoch == epoch { processedSeq = max(processedSeq, seq) }
         }
-        compactPipeline()
         if readingPaused && pendingEvents <= configuration.maxPendingEvents / 2 {
             readingPaused = false
             actions.append(.resumeReading)
@@ -508,8 +504,7 @@ public struct ParleyClientStateMachine: Sendable {
             if case .app(let token) = pending[id] { actions.append(.requestFinished(token: token, .failure(error))) }
         }
         pending = [:]
-        pendingDeadlines = []
-        pendingDeadlineHead = 0
+        pendingDeadlines.removeAll()
         sendsInFlight = 0
         slots.resetToReady()
     }
@@ -517,10 +512,7 @@ public struct ParleyClientStateMachine: Sendable {
     // MARK: Requests
 
     private mutating func sendRequest(type: String, fields: JSONObject, as kind: Pending, now: Int64, actions: inout [Action]) {
-        let id = nextRequestID
-        nextRequestID += 1
-        pending[id] = kind
-        pendingDeadlines.append((id, now + configuration.requestTimeoutMilliseconds))
+        let id = register(kind, now: now)
         actions.append(.sendText(ClientFrames.request(id: id, type: type, fields: fields)))
     }
 
@@ -540,27 +532,24 @@ public struct ParleyClientStateMachine: Sendable {
         return actions
     }
 
+    /// The deadline of the oldest unanswered request (answered ones at the front are dropped
+    /// as they are answered).
     private func earliestRequestDeadline() -> Int64? {
-        var index = pendingDeadlineHead
-        while index < pendingDeadlines.count {
-            if pending[pendingDeadlines[index].id] != nil { return pendingDeadlines[index].deadline }
-            index += 1
-        }
-        return nil
+        pendingDeadlines.first?.deadline
     }
 
-    /// Drops answered requests from the front of the deadline list.
-    private mutating func trimDeadlines() {
-        while pendingDeadlineHead < pendingDeadlines.count, pending[pendingDeadlines[pendingDeadlineHead].id] == nil {
-            pendingDeadlineHead += 1
-        }
-        if pendingDeadlineHead == pendingDeadlines.count {
-            pendingDeadlines.removeAll(keepingCapacity: true)
-            pendingDeadlineHead = 0
-        } else if pendingDeadlineHead > 64 && pendingDeadlineHead * 2 > pendingDeadlines.count {
-            pendingDeadlines.removeFirst(pendingDeadlineHead)
-            pendingDeadlineHead = 0
-        }
+    struct RequestDeadline: Sendable {
+        var id: Int64
+        var deadline: Int64
+    }
+
+    /// Registers request `id` as `kind`, due for an answer within the request timeout.
+    private mutating func register(_ kind: Pending, now: Int64) -> Int64 {
+        let id = nextRequestID
+        nextRequestID += 1
+        pending[id] = kind
+        pendingDeadlines.append(RequestDeadline(id: id, deadline: now + configuration.requestTimeoutMilliseconds))
+        return id
     }
 
     struct RequestFailure: Error {
@@ -571,7 +560,7 @@ public struct ParleyClientStateMachine: Sendable {
     private mutating func answered(_ re: Int64, _ result: Result<JSONObject, RequestFailure>,
                                    now: Int64, actions: inout [Action]) {
         guard let kind = pending.removeValue(forKey: re) else { return }
-        trimDeadlines()
+        while let oldest = pendingDeadlines.first, pending[oldest.id] == nil { pendingDeadlines.popFirst() }
         switch kind {
         case .internal:
             break
@@ -619,10 +608,7 @@ public struct ParleyClientStateMachine: Sendable {
     private mutating func flushOutbox(now: Int64, actions: inout [Action]) {
         guard phase == .connected, sendsInFlight < configuration.maxSendsInFlight else { return }
         for entry in slots.takeDue(now: now, limit: configuration.maxSendsInFlight - sendsInFlight) {
-            let id = nextRequestID
-            nextRequestID += 1
-            pending[id] = .send(entry.clientMessageId)
-            pendingDeadlines.append((id, now + configuration.requestTimeoutMilliseconds))
+            let id = register(.send(entry.clientMessageId), now: now)
             sendsInFlight += 1
             actions.append(.sendText(ClientFrames.send(id: id, entry)))
         }
@@ -654,16 +640,6 @@ public struct ParleyClientStateMachine: Sendable {
         if !readingPaused && pendingEvents >= configuration.maxPendingEvents {
             readingPaused = true
             actions.append(.pauseReading)
-        }
-    }
-
-    private mutating func compactPipeline() {
-        if pipelineHead == pipeline.count {
-            pipeline.removeAll(keepingCapacity: true)
-            pipelineHead = 0
-        } else if pipelineHead > 256 && pipelineHead * 2 > pipeline.count {
-            pipeline.removeFirst(pipelineHead)
-            pipelineHead = 0
         }
     }
 

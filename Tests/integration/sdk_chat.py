@@ -16,18 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import REPO, ParleyServer, TempPostgres, log  # noqa: E402
-
-
-def chat_binary():
-    path = os.environ.get("PARLEY_CHAT_BIN")
-    if path:
-        return path
-    for build in ("release", "debug"):
-        candidate = os.path.join(REPO, ".build", build, "parley-chat")
-        if os.path.exists(candidate):
-            return candidate
-    raise RuntimeError("no parley-chat binary: swift build -c release --product parley-chat")
+from realtime_support import ParleyServer, TempPostgres, built_binary, log  # noqa: E402
 
 
 class Pane:
@@ -70,7 +59,7 @@ class Pane:
 def main():
     if not shutil.which("tmux"):
         raise RuntimeError("tmux is missing: bash scripts/setup.sh --all installs it")
-    binary = chat_binary()
+    binary = built_binary("parley-chat", "PARLEY_CHAT_BIN")
     postgres = TempPostgres()
     server = ParleyServer(postgres.create_database("sdk_chat"), extra=["--call-grace-period", "5s"]).start()
     root = tempfile.mkdtemp(prefix="parley-chat-")
