@@ -119,7 +119,7 @@ final class CallTests: XCTestCase {
         }
 
         let canceled = try await place(to: bob.id) { _ in
-            let outgoing = await caller.calls.liveCalls.first { $0.direction == .outgoing }
+            let outgoing = caller.calls.liveCalls.first { $0.direction == .outgoing }
             try await outgoing?.hangup()
         }
         XCTAssertEqual(canceled.0, .canceled)
