@@ -1,6 +1,7 @@
 import Foundation
 import ParleyJSON
 import ParleyKit
+import ParleyKitLinux
 import XCTest
 
 /// ParleyKit against a real server: messages, receipts, resume after offline, restarts.
@@ -65,5 +66,41 @@ final class MessagingTests: XCTestCase {
         let times = (page + next).map(\.sentAt)
         XCTAssertEqual(times, times.sorted(by: >))
         for client in [alicePhone, aliceTablet, bobPhone, bobTablet, bobTabletAgain] { await client.shutdown() }
+    }
+
+    func testTypingPresenceAndTURNCredentials() async throws {
+        let harness = try SDKHarness(serverArguments: ["--turn-uris", "turn:127.0.0.1:3478?transport=udp", "--turn-secret", "s3cret"])
+        let alice = try harness.signUp("alice")
+        let bob = try harness.signUp("bob")
+        let (aliceClient, aliceLog) = harness.client("alice-phone")
+        try await harness.connect(aliceClient, aliceLog, as: alice)
+        try await aliceClient.subscribePresence([bob.id])
+        let offline = await aliceLog.waitUntil { $0.presence.contains { $0.userId == bob.id && !$0.online } }
+        XCTAssertTrue(offline, "bob never connected")
+        let (bobClient, bobLog) = harness.client("bob-phone")
+        try await harness.connect(bobClient, bobLog, as: bob)
+        let online = await aliceLog.waitUntil { $0.presence.contains { $0.userId == bob.id && $0.online } }
+        XCTAssertTrue(online)
+        await bobClient.setTyping(to: alice.id, active: true)
+        let typing = await aliceLog.waitUntil { $0.typing.contains { $0.from == bob.id && $0.active } }
+        XCTAssertTrue(typing)
+
+        let credentials = try await aliceClient.rest().turnCredentials()
+        let turn = try XCTUnwrap(credentials)
+        XCTAssertEqual(turn.uris, ["turn:127.0.0.1:3478?transport=udp"])
+        XCTAssertTrue(turn.username.hasSuffix(":" + alice.id))
+        XCTAssertFalse(turn.password.isEmpty)
+        XCTAssertGreaterThan(turn.ttlSeconds, 0)
+        // Without a session the REST calls are refused with the typed error.
+        let anonymous = ParleyREST(server: harness.serverURL, http: LinuxHTTPTransport(client: HTTPClientBox.shared(group: harness.group)),
+                                   sessionToken: "r:ffffffffffffffffffffffffffffffff")
+        do {
+            _ = try await anonymous.history(with: bob.id)
+            XCTFail("an invalid session must be refused")
+        } catch {
+            XCTAssertEqual(error, .invalidSession)
+        }
+        await aliceClient.shutdown()
+        await bobClient.shutdown()
     }
 }
