@@ -125,6 +125,7 @@ actor ChatApp: ParleyClientDelegate {
                 guard let partner, let client else { say("* /chat <user> first"); return true }
                 let clientMessageId = try await client.send(OutgoingMessage(to: [partner.userId], text: line))
                 sentTexts[clientMessageId] = line
+                if case .connected = await client.connectionState {} else { say("  queued: \(line)") }
             }
         } catch {
             say("! \(error)")
@@ -202,7 +203,7 @@ actor ChatApp: ParleyClientDelegate {
     }
 
     func parleyClient(_ client: ParleyClient, didSend clientMessageId: String, result: Result<SentMessage, ParleyError>) async {
-        let text = sentTexts[clientMessageId] ?? clientMessageId
+        let text = sentTexts[clientMessageId] ?? "(queued before a restart)"
         switch result {
         case .success(let sent):
             sentTexts[sent.messageId] = text

@@ -3,13 +3,15 @@
 
 Two users in two tmux sessions against a real `parley serve`: sign up through the Parse REST
 API, set a location and list nearby users, chat with delivered and read receipts and presence,
-place and answer a signalling-only call, page history, and restart one client with its data
-directory (acknowledged messages are not shown again). Every step waits for the screen to show
-the expected line, never for a fixed time.
+place and answer a signalling-only call, page history, restart one client with its data
+directory (acknowledged messages are not shown again), and SIGKILL both the server and a client
+holding unsent messages: after both restart, each message arrives exactly once. Every step waits
+for the screen to show the expected line, never for a fixed time.
 """
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +50,24 @@ class Pane:
                 return
             time.sleep(0.05)
         raise AssertionError(f"{self.session}: no {pattern!r} within {timeout}s; screen:\n{self.screen()}")
+
+    def kill(self):
+        """SIGKILLs the program in the pane (and anything it started): the app is killed."""
+        result = subprocess.run(["tmux", "display-message", "-p", "-t", self.session, "#{pane_pid}"],
+                                stdout=subprocess.PIPE, text=True, check=True)
+        pid = int(result.stdout.strip())
+        pids = [pid]
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as children:
+                pids += [int(child) for child in children.read().split()]
+        except OSError:
+            pass
+        for each in reversed(pids):
+            try:
+                os.kill(each, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.wait_for(r"Pane is dead", timeout=10)
 
     def occurrences(self, text):
         return self.screen().count(text)
@@ -140,17 +160,40 @@ def main():
         assert bob2.occurrences("[alice] hello from alice") == 0, bob2.screen()
         alice.wait_for(r"delivered by bob: while you were away")
 
+        # The server dies; Bob writes while it is down (the messages wait in his outbox), and
+        # his app is killed too. After both restart, each message arrives exactly once.
+        bob2.type("/chat alice")
+        bob2.wait_for(r"\* chatting with alice")
+        server.kill()
+        bob2.wait_for(r"\* connection: reconnecting")
+        bob2.type("written offline 1")
+        bob2.type("written offline 2")
+        bob2.wait_for(r"queued: written offline 2")
+        bob2.kill()
+        server.start()
+        bob3 = start("bob-third", data="bob")
+        bob3.type("/login bob builder")
+        bob3.wait_for(r"\* logged in as bob")
+        bob3.wait_for(r"sent: \(queued before a restart\)", count=2)
+        alice.wait_for(r"^\[bob\] written offline 2$")
+        alice.wait_for(r"^\[bob\] written offline 1$")
+        bob3.type("/status")
+        bob3.wait_for(r"\* bob on .*: connected")
+        assert alice.occurrences("[bob] written offline 1") == 1, alice.screen()
+        assert alice.occurrences("[bob] written offline 2") == 1, alice.screen()
+        log("server and app killed with a full outbox: each message delivered once")
+
         # Bad input gets a clear answer and the client keeps working.
-        bob2.type("/chat nobody-like-this")
-        bob2.wait_for(r"\* no user nobody-like-this")
-        bob2.type("/where north south")
-        bob2.wait_for(r"usage: /where <lat> <lng>")
-        bob2.type("/frobnicate")
-        bob2.wait_for(r"\* unknown command /frobnicate")
+        bob3.type("/chat nobody-like-this")
+        bob3.wait_for(r"\* no user nobody-like-this")
+        bob3.type("/where north south")
+        bob3.wait_for(r"usage: /where <lat> <lng>")
+        bob3.type("/frobnicate")
+        bob3.wait_for(r"\* unknown command /frobnicate")
         alice.type("/login alice wrong-password")
         alice.wait_for(r"! .*101")
         log("restart, abuse and errors handled")
-        for pane in (alice, bob2):
+        for pane in (alice, bob3):
             pane.type("/quit")
             pane.wait_for(r"^bye$")
         print("sdk_chat: 1 passed, 0 failed")
