@@ -122,7 +122,7 @@ final class URLSessionSocket: NSObject, ParleySocket, URLSessionWebSocketDelegat
 
     // MARK: URLSessionWebSocketDelegate
 
-    func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask, didOpenWithProtocol protocol: String?) {
+    func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask, didOpenWithProtocol negotiatedProtocol: String?) {
         events.opened()
         receiveNext()
     }
