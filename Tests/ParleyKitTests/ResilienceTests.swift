@@ -71,6 +71,8 @@ final class ResilienceTests: XCTestCase {
         let midway = await receiverLog.waitUntil { $0.messages.count >= 60 }
         XCTAssertTrue(midway)
         harness.killServer()
+        let receivedAtKill = await receiverLog.messages.count
+        XCTAssertLessThan(receivedAtKill, total, "the kill lands mid-stream")
         let acknowledgedAtKill = await senderLog.sent.values.compactMap { try? $0.get().messageId }
         try harness.restartServer()
 
@@ -84,8 +86,8 @@ final class ResilienceTests: XCTestCase {
         XCTAssertEqual(received.map(\.text), (0..<total).map { "n\($0)" }, "one sender device's messages arrive in send order")
         let receivedIDs = Set(received.map(\.messageId))
         XCTAssertTrue(Set(acknowledgedAtKill).isSubset(of: receivedIDs), "every message acknowledged before the kill arrived")
-        let states = await receiverLog.states
-        XCTAssertTrue(states.contains { if case .waitingToReconnect = $0 { true } else { false } }, "the client saw the drop")
+        let sawDrop = await receiverLog.waitUntil { $0.states.contains { if case .waitingToReconnect = $0 { true } else { false } } }
+        XCTAssertTrue(sawDrop, "the client saw the drop")
         await sender.shutdown()
         await receiver.shutdown()
     }
