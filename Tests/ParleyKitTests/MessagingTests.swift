@@ -72,12 +72,18 @@ final class MessagingTests: XCTestCase {
         let harness = try SDKHarness(serverArguments: ["--turn-uris", "turn:127.0.0.1:3478?transport=udp", "--turn-secret", "s3cret"])
         let alice = try harness.signUp("alice")
         let bob = try harness.signUp("bob")
+        // Presence and typing reach only the users one has reached (the server's default
+        // `contacts` scope), so Bob writes to Alice first, then goes offline.
+        let (bobFirst, bobFirstLog) = harness.client("bob-phone")
+        try await harness.connect(bobFirst, bobFirstLog, as: bob)
+        _ = try await bobFirst.sendAndWait(OutgoingMessage(to: [alice.id], text: "hi"))
+        await bobFirst.shutdown()
         let (aliceClient, aliceLog) = harness.client("alice-phone")
         try await harness.connect(aliceClient, aliceLog, as: alice)
         try await aliceClient.subscribePresence([bob.id])
         let offline = await aliceLog.waitUntil { $0.presence.contains { $0.userId == bob.id && !$0.online } }
         XCTAssertTrue(offline, "bob never connected")
-        let (bobClient, bobLog) = harness.client("bob-phone")
+        let (bobClient, bobLog) = harness.client("bob-tablet")
         try await harness.connect(bobClient, bobLog, as: bob)
         let online = await aliceLog.waitUntil { $0.presence.contains { $0.userId == bob.id && $0.online } }
         XCTAssertTrue(online)
