@@ -207,9 +207,13 @@ public actor ParleyClient {
     }
 
     /// Watches the presence of `users`; `didReceivePresence` tells each one's state, then changes.
-    public func subscribePresence(_ users: [String]) async throws(ParleyError) {
+    /// Watches the presence of `users`; returns those the server refused (`not_a_contact` under
+    /// its default `contacts` scope: a user's presence reaches only users it has written to or called).
+    @discardableResult
+    public func subscribePresence(_ users: [String]) async throws(ParleyError) -> [FailedRecipient] {
         try await ensureLoaded()
-        _ = try await awaitRequest { machine, token, now in machine.subscribePresence(users, token: token, now: now) }
+        let answer = try await awaitRequest { machine, token, now in machine.subscribePresence(users, token: token, now: now) }
+        return FailedRecipient.list(answer["failed"])
     }
 
     public func unsubscribePresence(_ users: [String]) async throws(ParleyError) {

@@ -17,6 +17,8 @@ actor ChatApp: ParleyClientDelegate {
     private var session: ParseAccounts.Session?
     private var client: ParleyClient?
     private var partner: ParseAccounts.User?
+    /// The partner's presence was refused (they have not written to us yet): asked again when they do.
+    private var partnerPresencePending = false
     private var location: (latitude: Double, longitude: Double)?
     private var names: [String: String] = [:]
     /// Message ids and texts we sent, for receipts.
@@ -87,8 +89,10 @@ actor ChatApp: ParleyClientDelegate {
                 guard let user = try await accounts.user(named: words[1], session: session) else { say("* no user \(words[1])"); return true }
                 partner = user
                 names[user.userId] = user.username
-                try await client?.subscribePresence([user.userId])
+                let refused = try await client?.subscribePresence([user.userId]) ?? []
+                partnerPresencePending = !refused.isEmpty
                 say("* chatting with \(user.username)")
+                if partnerPresencePending { say("* \(user.username)'s presence shows once they have written to you") }
             case "/history":
                 guard let partner, let client else { say("* /chat <user> first"); return true }
                 let page = try await client.rest().history(with: partner.userId, limit: 20)
@@ -199,6 +203,10 @@ actor ChatApp: ParleyClientDelegate {
         } else {
             say("[\(name(message.from))] \(message.text)")
             unread.append(message.messageId)
+            if partnerPresencePending, message.from == partner?.userId {
+                partnerPresencePending = false
+                _ = try? await client.subscribePresence([message.from])
+            }
         }
     }
 

@@ -113,7 +113,9 @@ def main():
         bob.type("/chat alice")
         alice.wait_for(r"\* chatting with bob")
         bob.wait_for(r"\* chatting with alice")
-        alice.wait_for(r"\* bob is online")
+        # Under the default `contacts` presence scope Bob's presence reaches Alice only once he
+        # has written to her: she is told so, and watches him once his first message arrives.
+        alice.wait_for(r"\* bob's presence shows once they have written to you")
         alice.type("hello from alice")
         bob.wait_for(r"^\[alice\] hello from alice$")
         alice.wait_for(r"sent: hello from alice")
@@ -123,6 +125,7 @@ def main():
         alice.wait_for(r"read by bob: hello from alice")
         bob.type("hi alice, 😀 here")
         alice.wait_for(r"^\[bob\] hi alice, 😀 here$")
+        alice.wait_for(r"\* bob is online")
         log("messages, receipts and presence shown")
 
         alice.type("/call bob")
