@@ -31,7 +31,7 @@ public struct Auth: Sendable, Equatable {
     }
 }
 
-/// A valid session, as the session cache holds it.
+/// A session, as the session cache holds it. Whether it is valid is `SessionStore`'s rule.
 public struct SessionInfo: Sendable, Equatable {
     /// The `_Session` objectId.
     public let sessionId: String
@@ -48,4 +48,8 @@ public struct SessionInfo: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.installationId = installationId
     }
+
+    /// Not expired at `now` (milliseconds since the Unix epoch): the expiry half of the validity rule.
+    @inline(__always)
+    public func isLive(at now: Int64) -> Bool { expiresAt > now }
 }

@@ -111,18 +111,16 @@ public struct InstallationStore: Sendable {
             error.sqlState == "23502" ? ParseError.incorrectType("installationId may not be changed in this operation") : nil
         }
         guard let row = rows.first else { throw ParseError.objectNotFound }
-        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
-        let data = RowJSON.data(row)
-        for field in plan.operationFields { response[field] = data[field] ?? .null }
-        return response
+        return plan.updateResponse(row, now: now)
     }
 
-    /// One installation, if readable by `auth`.
-    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    /// One installation as JSON, if readable by `auth`.
+    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
-        return RowJSON.select(Self.json(row), keys: keys)
+        let rows = try await db.run(sql, builder.params, readOnly: true)
+        guard let installation = RowJSON.object(.installation, rows, viewer: auth, keys: keys) else { throw ParseError.objectNotFound }
+        return installation
     }
 
     /// Deletes an installation (master only, as Parse).
@@ -133,18 +131,5 @@ public struct InstallationStore: Sendable {
         guard !(try await db.run("DELETE FROM installations WHERE object_id = $1 RETURNING object_id", [.text(objectId)])).isEmpty else {
             throw ParseError.objectNotFound("Object not found for delete.")
         }
-    }
-
-    /// An installation row as Parse JSON.
-    public static func json(_ row: PostgresRow) -> JSONObject {
-        var object: JSONObject = ["objectId": .string(row["object_id"].string ?? "")]
-        object["installationId"] = .string(row["installation_id"].string ?? "")
-        if let type = row["device_type"].string { object["deviceType"] = .string(type) }
-        if let token = row["device_token"].string { object["deviceToken"] = .string(token) }
-        if let token = row["voip_device_token"].string { object["voipDeviceToken"] = .string(token) }
-        if let user = row["user_id"].string { object["user"] = ParseValue.pointer(className: ClassName.user, objectId: user) }
-        for (key, value) in RowJSON.data(row) where object[key] == nil { object[key] = value }
-        RowJSON.addMetadata(row, to: &object)
-        return object
     }
 }
