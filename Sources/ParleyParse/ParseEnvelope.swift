@@ -31,8 +31,8 @@ struct ParseEnvelope: Sendable {
         do {
             parsed = try JSONParser(maxDepth: Self.maxBodyDepth).parse(request.body)
         } catch {
-            let type = request.headers["Content-Type"].map { "a \($0) body" } ?? "a body without Content-Type"
-            bodyError = .invalidJSON("Invalid JSON: this endpoint expects a JSON object (application/json); \(type) of \(request.body.count) bytes is not JSON (\(error.reason))")
+            let type = request.headers["Content-Type"].map { "Content-Type \($0)" } ?? "no Content-Type"
+            bodyError = .invalidJSON("Invalid JSON: this endpoint expects a JSON object (application/json); the body (\(request.body.count) bytes, \(type)) is not JSON (\(error.reason))")
             return
         }
         guard case .object(var object) = parsed else {
