@@ -32,7 +32,9 @@ public struct Auth: Sendable, Equatable {
 }
 
 /// A session, as the session cache holds it. Whether it is valid is `SessionStore`'s rule.
-public struct SessionInfo: Sendable, Equatable {
+///
+/// A class with constant fields: a cache hit and every `Auth` holding it copy one reference.
+public final class SessionInfo: Sendable, Equatable {
     /// The `_Session` objectId.
     public let sessionId: String
     public let token: String
@@ -52,4 +54,9 @@ public struct SessionInfo: Sendable, Equatable {
     /// Not expired at `now` (milliseconds since the Unix epoch): the expiry half of the validity rule.
     @inline(__always)
     public func isLive(at now: Int64) -> Bool { expiresAt > now }
+
+    public static func == (lhs: SessionInfo, rhs: SessionInfo) -> Bool {
+        lhs === rhs || (lhs.sessionId == rhs.sessionId && lhs.token == rhs.token && lhs.userId == rhs.userId
+            && lhs.expiresAt == rhs.expiresAt && lhs.installationId == rhs.installationId)
+    }
 }

@@ -86,14 +86,13 @@ public final class ParseAPI: Sendable {
             // The `_method` form: the route of the effective method, in the same table.
             (endpoint, parameters) = resolve(try? HTTPRequestHead(method: envelope.method, target: request.head.target))
         }
-        let credentials = ParseCredentials(headers: request.headers, envelope: envelope)
-        let auth = try await authorizer.authorize(credentials, readsSession: endpoint?.readsSession ?? true, on: accounts.database)
+        let auth = try await authorizer.authorize(request.head.headers, envelope, readsSession: endpoint?.readsSession ?? true, on: accounts.database)
         if let bodyError = envelope.bodyError { throw ParseFailure.parse(bodyError) }
         guard let endpoint else { throw ParseFailure.noRoute(method: envelope.method.rawValue, path: request.path) }
         let mount = configuration.mountPath == "/" ? "" : configuration.mountPath
         let parseRequest = ParseRequest(
             method: envelope.method, parameters: parameters, query: request.head.queryParameters, body: envelope.body,
-            bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: credentials.string(.sessionToken),
+            bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
             baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database)
         return try await run(endpoint, parseRequest)
     }
