@@ -11,63 +11,17 @@
 # Usage: bench/accounts/instructions.sh [--no-build]
 # Environment: PARLEY_BIN (the binary to measure; implies --no-build), REQUESTS (100-100000,
 #   default 2000), BENCH_PROFILE_DIR (keep the callgrind dumps there, for callgrind_annotate).
+#   The work directory, the start and the stop are bench/accounts/common.sh's.
 set -euo pipefail
-
 PARLEY_SCRIPT=bench-accounts-instructions
-# shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+# shellcheck source=bench/accounts/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-build=1
-for argument in "$@"; do
-    case "$argument" in
-        --no-build) build=0 ;;
-        -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) die "unknown option $argument (try --help)" ;;
-    esac
-done
 requests=$(parley_int_setting REQUESTS 2000 100 100000)
-
-cd "$PARLEY_ROOT"
-parley_use_swift
-parley_use_postgres
-for tool in curl valgrind callgrind_control python3; do
-    command -v "$tool" >/dev/null 2>&1 || die "$tool not found (apt-get install valgrind)"
-done
-if [ "$build" -eq 1 ] && [ -z "${PARLEY_BIN:-}" ]; then
-    log "building Parley (release)"
-    swift build -c release --product parley
-fi
-parley_bin="${PARLEY_BIN:-$PARLEY_ROOT/.build/release/parley}"
-[ -x "$parley_bin" ] || die "no $parley_bin (drop --no-build)"
-
-work="$(mktemp -d /tmp/parley-accounts-instructions.XXXXXX)"
-chmod 755 "$work"
-parley_pid=""
-cleanup() {
-    if [ -n "$parley_pid" ] && kill -0 "$parley_pid" 2>/dev/null; then
-        kill -s TERM "$parley_pid" 2>/dev/null || true
-        local waited=0
-        while kill -0 "$parley_pid" 2>/dev/null && [ "$waited" -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
-        kill -s KILL "$parley_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-app_id="bench-app"
-env -u DATABASE_URL PARLEY_LOG_LEVEL=warning PARLEY_APP_ID="$app_id" \
-    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.%p" \
-    "$parley_bin" serve --host 127.0.0.1 --port "$port" --threads 1 --blocking-threads 1 --data-dir "$work/data" \
-    --migrations-dir "$PARLEY_ROOT/migrations" --password-ops-limit 1 --password-mem-limit 8192 >"$work/parley.log" 2>&1 &
-parley_pid=$!
-deadline=$((SECONDS + 300))
-until curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$port/ready" 2>/dev/null; do
-    kill -0 "$parley_pid" 2>/dev/null || { tail -n 40 "$work/parley.log" >&2; die "parley exited"; }
-    [ "$SECONDS" -lt "$deadline" ] || die "parley not ready in 300 s"
-    sleep 0.5
-done
+command -v callgrind_control >/dev/null 2>&1 || die "valgrind not found (apt-get install valgrind)"
+parley_launcher=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$work/cg.%p")
+parley_ready_seconds=300
+start_parley --threads 1 --blocking-threads 1 --password-ops-limit 1 --password-mem-limit 8192
 
 # drive NAME METHOD TARGET [BODY]: REQUESTS keep-alive requests, one at a time; fails on a non-200.
 cat >"$work/drive.py" <<'PY'
@@ -95,10 +49,7 @@ for _ in range(count):
     buffer = buffer[end + length:]
 PY
 
-base="http://127.0.0.1:$port/parse"
-token="$(curl -fsS -X POST -H "X-Parse-Application-Id: $app_id" -H 'Content-Type: application/json' \
-    -d '{"username":"bench-user","password":"secret-password","screenName":"Bench","age":30}' "$base/users" \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["sessionToken"])')"
+token="$(signup bench-user secret-password)"
 find_target="/parse/classes/_User?where=%7B%22username%22%3A%22bench-user%22%7D"
 login_body='{"username":"bench-user","password":"secret-password"}'
 
