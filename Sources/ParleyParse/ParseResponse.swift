@@ -82,8 +82,10 @@ enum ParseErrorMapping {
         case .parse(let error):
             if case .internalError = error { return ["code": 1, "error": "Internal server error."] }
             return ["code": .int(Int64(error.code)), "error": .string(error.message)]
-        case .unauthorized, .masterKeyRequired:
+        case .unauthorized:
             return ["code": 119, "error": "unauthorized"]
+        case .masterKeyRequired:
+            return ["code": 119, "error": "unauthorized: master key is required"]
         case .noRoute(let method, let path):
             return ["code": 107, "error": .string("cannot route \(method) \(path)")]
         }

@@ -197,7 +197,8 @@ final class ParsePipelineTests: XCTestCase {
         XCTAssertEqual((results[1]["error"] as? [String: Any])?["code"] as? Int, 206, "no other session from a sub-request body")
         XCTAssertEqual((results[2]["success"] as? [String: Any])?["objectId"] as? String, alice.id, "the batch's own session")
         let note = try XCTUnwrap((results[3]["success"] as? [String: Any])?["objectId"] as? String)
-        XCTAssertNotNil(results[4]["error"], "serverInfo needs the batch's master key")
+        XCTAssertEqual((results[4]["error"] as? [String: Any])?["error"] as? String, "unauthorized: master key is required",
+                       "serverInfo needs the batch's master key")
         let stored = try h.call("GET", "/parse/classes/Note/\(note)")
         XCTAssertEqual(stored["text"] as? String, "hi")
         XCTAssertNil(stored["_MasterKey"], "envelope members are never stored")
