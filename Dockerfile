@@ -15,12 +15,12 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# The Swift runtime is linked statically, so the runtime image needs only the C libraries.
+# The Swift runtime is linked statically, so the runtime image needs only the C libraries; the
+# migrations are compiled into the binary (ParleyMigrations).
 RUN --mount=type=cache,target=/src/.build \
     swift build -c release --product parley --static-swift-stdlib \
-    && mkdir -p /out/migrations \
-    && cp "$(swift build -c release --show-bin-path)/parley" /out/parley \
-    && if [ -d migrations ]; then cp -R migrations/. /out/migrations/; fi
+    && mkdir -p /out \
+    && cp "$(swift build -c release --show-bin-path)/parley" /out/parley
 
 FROM ${RUNTIME_IMAGE}
 RUN apt-get update \
@@ -33,7 +33,6 @@ COPY --from=build /out/ /app/
 USER parley
 ENV PARLEY_HOST=0.0.0.0 \
     PARLEY_PORT=8080 \
-    PARLEY_MIGRATIONS_DIR=/app/migrations \
     PARLEY_DATA_DIR=/var/lib/parley
 EXPOSE 8080
 STOPSIGNAL SIGTERM

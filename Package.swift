@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
-            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics",
+            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics", "COpenSSL",
         ]),
 
         .target(name: "ParleyCalls", dependencies: [
@@ -51,9 +51,14 @@ let package = Package(
         // Wire formats of the domain: the Parse-compatible REST API.
         .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
 
+        // The schema: migrations/*.sql compiled in by a build plugin (its tool runs on the build host).
+        .target(name: "ParleyMigrations", plugins: ["EmbedMigrations"]),
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedMigrationsTool"]),
+        .executableTarget(name: "EmbedMigrationsTool", path: "Tools/EmbedMigrationsTool"),
+
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
-            "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyAccounts",
+            "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyMigrations", "ParleyAccounts",
             "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
@@ -70,7 +75,7 @@ let package = Package(
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyMigrations", "ParleyPostgres", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

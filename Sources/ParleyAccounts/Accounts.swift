@@ -16,6 +16,11 @@ public final class Accounts: Sendable {
     public let installations: InstallationStore
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
+
+    /// The SQL function through which other modules' statements learn which ids are users,
+    /// `(ids text[]) → SETOF text` (migrations/0009_realtime_devices_contacts.sql): they call it
+    /// instead of reading `users`.
+    public static let existingUsersFunction = "accounts_existing_users"
     public let logger: Logger
 
     /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).

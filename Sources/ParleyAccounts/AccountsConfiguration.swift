@@ -29,7 +29,7 @@ public struct AccountsConfiguration: Sendable {
         sessionCacheTTLSeconds: Int64 = 30,
         userCacheTTLMilliseconds: Int64 = 5000
     ) {
-        self.sessionLifetimeSeconds = max(60, sessionLifetimeSeconds)
+        self.sessionLifetimeSeconds = max(1, sessionLifetimeSeconds)
         self.lockoutThreshold = lockoutThreshold.flatMap { $0 > 0 ? $0 : nil }
         self.lockoutMinutes = max(1, lockoutMinutes)
         self.passwordOperationsLimit = passwordOperationsLimit

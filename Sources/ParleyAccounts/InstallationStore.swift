@@ -3,11 +3,14 @@ import ParleyLog
 import ParleyPostgres
 
 /// `_Installation`: devices of users (push tokens), upserted by `installationId`.
+///
+/// An installation linked to a user is that user's: only a session of the user or the master key
+/// may change it, and only they see its tokens (`ownedBy`; `RowJSON` writes the tokens). One that no user is
+/// linked to yet may be saved by anyone, and is linked to the user of the first session that does.
 public struct InstallationStore: Sendable {
     let schemas: SchemaStore
 
     static let coreFields: Set<String> = ["installationId", "deviceType", "deviceToken", "voipDeviceToken", "user"]
-    static let deviceTypes: Set<String> = ["ios", "android"]
     static let columns = "object_id, installation_id, device_type, device_token, voip_device_token, user_id, acl, data, created_at, updated_at"
 
     /// Whether a create inserted a row (201) or updated the one with the same installationId (200).
@@ -35,8 +38,10 @@ public struct InstallationStore: Sendable {
             guard let id, !id.isEmpty, id.utf8.count <= 256 else { throw .incorrectType("installationId must be a non-empty string") }
             core.installationId = id
         }
+        // Any string, as Parse Server (ios, android, osx, tvos, win, web, embedded, …); pushes go
+        // only to the kinds the push layer sends (migrations/0006_push.sql).
         if let type = try text("deviceType") {
-            guard let type, deviceTypes.contains(type) else { throw .incorrectType("deviceType must be \"ios\" or \"android\"") }
+            guard let type, !type.isEmpty else { throw .incorrectType("deviceType must be a non-empty string") }
             core.deviceType = type
         }
         core.deviceToken = try text("deviceToken")
@@ -44,8 +49,23 @@ public struct InstallationStore: Sendable {
         return core
     }
 
+    /// ` AND <column> …`: the installation is the caller's to change (master: always; a session:
+    /// linked to no user or to the session's user; no session: linked to no user).
+    static func ownedBy(_ auth: Auth, column: String, builder: inout SQLBuilder) -> String {
+        if auth.isMaster { return "" }
+        guard let userId = auth.userId else { return " AND \(column) IS NULL" }
+        return " AND (\(column) IS NULL OR \(column) = \(builder.bind(.text(userId))))"
+    }
+
+    /// A write that would give the user more devices than the realtime layer allows (its trigger
+    /// on `installations` raises PR001, migrations/0009_realtime_devices_contacts.sql).
+    static func deviceLimit(_ error: PostgresError) -> ParseError? {
+        error.sqlState == "PR001" ? .operationForbidden("this user has the maximum number of devices") : nil
+    }
+
     /// POST /installations: inserts, or updates the row with the same installationId (Parse's
-    /// upsert). The caller's session user becomes the installation's user.
+    /// upsert) when the caller may change it (101 otherwise, like an ACL refusal). The caller's
+    /// session user becomes the installation's user.
     public func save(body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> SaveResult {
         let plan = try WritePlan(body: body, isCreate: true, coreFields: Self.coreFields)
         let core = try Self.core(plan)
@@ -75,10 +95,10 @@ public struct InstallationStore: Sendable {
                 user_id = COALESCE(EXCLUDED.user_id, i.user_id),
                 data = \(plan.touchesData ? plan.dataExpression(column: "i.data", builder: &builder) : "i.data"),
                 updated_at = EXCLUDED.updated_at
-            \(auth.isMaster ? "" : "WHERE i.wperm && \(builder.bind(.textArray(auth.permissionKeys)))")
+            WHERE true\(ACLSQL.filter("i.wperm", auth: auth, builder: &builder))\(Self.ownedBy(auth, column: "i.user_id", builder: &builder))
             RETURNING object_id, created_at, (xmax = 0) AS inserted
             """
-        guard let row = try await db.run(sql, builder.params).first, let id = row["object_id"].string else { throw ParseError.objectNotFound }
+        guard let row = try await db.run(sql, builder.params, mapping: Self.deviceLimit).first, let id = row["object_id"].string else { throw ParseError.objectNotFound }
         let created = row["inserted"].bool ?? false
         var json: JSONObject = ["objectId": .string(id)]
         if created {
@@ -89,7 +109,8 @@ public struct InstallationStore: Sendable {
         return SaveResult(created: created, json: json)
     }
 
-    /// PUT /installations/:id. installationId and deviceType may not change (136 in Parse; 111 here).
+    /// PUT /installations/:id, when the caller may change it (101 otherwise). installationId may
+    /// not change (136 in Parse; 111 here).
     public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         let plan = try WritePlan(body: body, isCreate: false, coreFields: Self.coreFields)
         let core = try Self.core(plan)
@@ -106,15 +127,15 @@ public struct InstallationStore: Sendable {
         let now = UTCTime.nowMilliseconds()
         assignments.append("updated_at = \(builder.bind(.timestamp(milliseconds: now)))")
         let sql = "UPDATE installations SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))"
-            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + Self.ownedBy(auth, column: "user_id", builder: &builder) + " RETURNING data"
         let rows = try await db.run(sql, builder.params) { error in
-            error.sqlState == "23502" ? ParseError.incorrectType("installationId may not be changed in this operation") : nil
+            error.sqlState == "23502" ? ParseError.incorrectType("installationId may not be changed in this operation") : Self.deviceLimit(error)
         }
         guard let row = rows.first else { throw ParseError.objectNotFound }
         return plan.updateResponse(row, now: now)
     }
 
-    /// One installation as JSON, if readable by `auth`.
+    /// One installation as JSON, if readable by `auth` (its tokens only for its user or the master key).
     public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)

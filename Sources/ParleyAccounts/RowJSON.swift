@@ -144,28 +144,32 @@ struct RowJSON {
         }
     }
 
+    /// The installation's typed members; its push tokens only for the master key or the
+    /// installation's user (a token sends pushes, with message previews, to whoever holds the
+    /// device it names). Its `data` never stands in for a typed member.
     private func writeInstallation(_ row: PostgresRow, into bytes: inout [UInt8]) {
-        var written: [StaticString] = ["objectId"]
         if wants("installationId") {
             bytes.append(#","installationId":"#)
             Self.appendString(cell(row, installationID), to: &bytes)
-            written.append("installationId")
         }
-        for (member, column, name) in [(#","deviceType":"# as StaticString, deviceType, "deviceType" as StaticString),
-                                       (#","deviceToken":"#, deviceToken, "deviceToken"),
-                                       (#","voipDeviceToken":"#, voipDeviceToken, "voipDeviceToken")] {
-            guard wants(name.description), let value = cell(row, column), !value.isNull else { continue }
+        let user = cell(row, userID).flatMap { $0.isNull ? nil : $0 }
+        let seesTokens = viewer.isMaster || Self.cell(user, equals: viewer.userId)
+        for (member, column, name, isToken) in [(#","deviceType":"# as StaticString, deviceType, "deviceType", false),
+                                                (#","deviceToken":"#, deviceToken, "deviceToken", true),
+                                                (#","voipDeviceToken":"#, voipDeviceToken, "voipDeviceToken", true)] {
+            guard wants(name), seesTokens || !isToken, let value = cell(row, column), !value.isNull else { continue }
             bytes.append(member)
             Self.appendString(value, to: &bytes)
-            written.append(name)
         }
-        if wants("user"), let user = cell(row, userID), !user.isNull {
+        if wants("user"), let user {
             bytes.append(#","user":"#)
             Self.appendPointer(user, to: &bytes)
-            written.append("user")
         }
-        writeDataAndMetadata(row, into: &bytes) { key in written.contains { Self.equals(key, $0) } }
+        writeDataAndMetadata(row, into: &bytes) { key in Self.installationMembers.contains { Self.equals(key, $0) } }
     }
+
+    /// The members an installation row has as columns.
+    private static let installationMembers: [StaticString] = ["objectId", "installationId", "deviceType", "deviceToken", "voipDeviceToken", "user"]
 
     private func writeSession(_ row: PostgresRow, into bytes: inout [UInt8]) {
         if wants("sessionToken") {

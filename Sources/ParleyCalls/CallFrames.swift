@@ -11,8 +11,8 @@ public enum CallFrames {
         ])
     }
 
-    /// The frame for `message` about the call `record`.
-    public static func event(_ message: CallMessage, record: CallRecord) -> JSONObject {
+    /// The frame for `message` about the call `record`; devices appear as their labels.
+    public static func event(_ message: CallMessage, record: CallRecord, deviceLabel: (CallDevice) -> String) -> JSONObject {
         var object = JSONObject(minimumCapacity: 5)
         object["type"] = .string(message.type)
         object["callId"] = .string(record.callId)
@@ -21,7 +21,7 @@ public enum CallFrames {
             break
         case .answered(let sdp, let deviceId):
             object["sdp"] = .string(sdp)
-            object["deviceId"] = .string(deviceId)
+            object["deviceId"] = .string(deviceLabel(CallDevice(userId: record.calleeId, deviceId: deviceId)))
         case .candidates(let candidates):
             object["candidates"] = .array(candidates)
         case .negotiate(let payload):
@@ -29,7 +29,7 @@ public enum CallFrames {
         case .ended(let cause, let error):
             object["endCause"] = .string(cause.rawValue)
             object["error"] = error.map { .string($0) } ?? .null
-            object["details"] = record.json
+            object["details"] = record.json(deviceLabel: deviceLabel)
         }
         return object
     }

@@ -30,8 +30,9 @@ public struct CallRecord: Sendable, Equatable {
                   headers: headers, state: machine.state, details: machine.details)
     }
 
-    /// The details object of `call.ended` and of `GET /v1/calls` items.
-    public var json: JSONValue {
+    /// The details object of `call.ended` and of `GET /v1/calls` items; the answering device
+    /// appears as its opaque label (`CallTransport.label(of:)`), never as its id.
+    public func json(deviceLabel: (CallDevice) -> String) -> JSONValue {
         func time(_ milliseconds: Int64?) -> JSONValue {
             milliseconds.map { .string(UTCTime.iso8601(milliseconds: $0)) } ?? .null
         }
@@ -45,7 +46,7 @@ public struct CallRecord: Sendable, Equatable {
             "video": .bool(details.video),
             "headers": .object(headers),
             "state": .string(state.rawValue),
-            "answeredDeviceId": answerDevice.map { .string($0) } ?? .null,
+            "answeredDeviceId": answerDevice.map { .string(deviceLabel(CallDevice(userId: calleeId, deviceId: $0))) } ?? .null,
             "startedAt": time(details.startedAt),
             "progressedAt": time(details.progressedAt),
             "rungAt": time(details.rungAt),

@@ -186,9 +186,11 @@ public final class CallService: Sendable {
     private func store(_ record: CallRecord) async -> Result<Stored, CallError> {
         let insertion: CallStore.Insertion
         var calleeDevices: [String]?
+        let caller = record.caller.userId, callee = record.calleeId
+        let recordContact = !transport.knowsContact(from: caller, to: callee)
         if store.readsCalleeDevices {
             do {
-                insertion = try await store.insert(record)
+                insertion = try await store.insert(record, recordContact: recordContact)
             } catch {
                 logger.error("storing a call failed", [("callId", record.callId), ("error", "\(error)")])
                 return .failure(.unavailable)
@@ -198,7 +200,7 @@ public final class CallService: Sendable {
             // The callee's devices are read while the call is stored (one round trip for both).
             async let devices = transport.devices(of: record.calleeId)
             do {
-                insertion = try await store.insert(record)
+                insertion = try await store.insert(record, recordContact: recordContact)
             } catch {
                 logger.error("storing a call failed", [("callId", record.callId), ("error", "\(error)")])
                 _ = try? await devices
@@ -210,6 +212,7 @@ public final class CallService: Sendable {
                 logger.error("reading the callee's devices failed", [("callId", record.callId), ("error", "\(error)")])
             }
         }
+        if recordContact { transport.contactRecorded(from: caller, to: callee) }
         guard insertion.inserted else { return .failure(.callExists) }
         return .success(Stored(calleeExists: insertion.calleeExists, calleeDevices: calleeDevices))
     }
@@ -463,7 +466,7 @@ public final class CallService: Sendable {
                 if let built, built.message == message {
                     frame = built.frame
                 } else {
-                    frame = CallFrames.event(message, record: entry.record)
+                    frame = CallFrames.event(message, record: entry.record, deviceLabel: transport.label(of:))
                     built = (message, frame)
                 }
                 deliver(message, frame: frame, to: recipient, entry: entry)
@@ -662,7 +665,7 @@ public final class CallService: Sendable {
         if let before, !CallRequest.isUUID(before) { throw .invalidRequest("\"before\" must be a callId") }
         do {
             let records = try await store.history(userId: userId, before: before, limit: limit)
-            return ["results": .array(records.map(\.json))]
+            return ["results": .array(records.map { $0.json(deviceLabel: transport.label(of:)) })]
         } catch {
             throw .unavailable
         }
@@ -715,7 +718,7 @@ public final class CallService: Sendable {
         logger.notice("closed calls left live by a stopped node", [("count", "\(records.count)")])
         let expiresAt = UTCTime.nowMilliseconds() + configuration.timeouts.grace.milliseconds
         for record in records {
-            let frame = CallFrames.event(.ended(.failure, error: "node_lost"), record: record)
+            let frame = CallFrames.event(.ended(.failure, error: "node_lost"), record: record, deviceLabel: transport.label(of:))
             do {
                 _ = try await transport.enqueue(frame, forDevicesOf: record.caller.userId, only: [record.caller.deviceId], expiresAt: expiresAt)
                 let callee: [String]

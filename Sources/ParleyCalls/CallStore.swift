@@ -1,5 +1,6 @@
 import ParleyJSON
 import ParleyPostgres
+import ParleyRealtime
 
 /// The `calls` table: each call's record, and a user's history.
 public struct CallStore: Sendable {
@@ -9,15 +10,20 @@ public struct CallStore: Sendable {
     let database: PostgresClient
     /// Written into each row, so a node's leftover live calls can be closed at its next start.
     let nodeId: String
-    /// Whether `insert` also reads the callee's devices from the realtime layer's `rt_devices`
-    /// (same database), saving the service a statement per call.
+    /// The accounts layer's `(ids text[]) → SETOF text` function listing which ids are users
+    /// (`Accounts.existingUsersFunction`, wired by the server): calls read no table of another module.
+    let existingUsers: String
+    /// Whether `insert` also reads the callee's devices, through the realtime layer's
+    /// `RealtimeSQLFunctions.userDevices` (same database), saving the service a statement per call.
     public let readsCalleeDevices: Bool
 
     /// `readsCalleeDevices`: the realtime layer's devices live in `database` (the server's
     /// setup); without it the service asks its transport for them.
-    public init(database: PostgresClient, nodeId: String, readsCalleeDevices: Bool = false) {
+    public init(database: PostgresClient, nodeId: String, existingUsers: String, readsCalleeDevices: Bool = false) {
+        precondition(existingUsers.utf8.allSatisfy { $0 == UInt8(ascii: "_") || ($0 >= 97 && $0 <= 122) }, "a SQL function name")
         self.database = database
         self.nodeId = nodeId
+        self.existingUsers = existingUsers
         self.readsCalleeDevices = readsCalleeDevices
     }
 
@@ -49,11 +55,15 @@ public struct CallStore: Sendable {
     }
 
     /// Stores a new call, and checks in the same statement that its callee exists (and reads
-    /// the callee's devices, when the store `readsCalleeDevices`).
-    public func insert(_ record: CallRecord) async throws(PostgresError) -> Insertion {
+    /// the callee's devices, when the store `readsCalleeDevices`). With `recordContact`, the
+    /// statement also records that the caller reached the callee (`RealtimeSQLFunctions.addContacts`,
+    /// whose presence and typing the callee may then get).
+    public func insert(_ record: CallRecord, recordContact: Bool = false) async throws(PostgresError) -> Insertion {
         let devices = readsCalleeDevices
-            ? ", (SELECT coalesce(json_agg(device_id ORDER BY device_id), '[]') FROM rt_devices WHERE user_id = $4)::text AS callee_devices"
+            ? ", (SELECT coalesce(json_agg(d ORDER BY d), '[]') FROM \(RealtimeSQLFunctions.userDevices)($4) d)::text AS callee_devices"
             : ""
+        // Whether or not the row is new: the caller tried to reach the callee either way.
+        let contact = recordContact ? ", (SELECT 1 FROM \(RealtimeSQLFunctions.addContacts)(ARRAY[$2], ARRAY[$4])) AS contact" : ""
         let rows = try await database.query("""
             WITH async AS (\(Self.asynchronousCommit)), ins AS (
                 INSERT INTO calls (id, caller_id, caller_device, callee_id, answer_device, video, headers, state, node_id,
@@ -62,7 +72,8 @@ public struct CallStore: Sendable {
                 ON CONFLICT DO NOTHING
                 RETURNING 1
             )
-            SELECT (SELECT count(*) FROM ins) = 1 AS inserted, EXISTS (SELECT 1 FROM users WHERE object_id = $4) AS callee_exists\(devices)
+            SELECT (SELECT count(*) FROM ins) = 1 AS inserted,
+                   EXISTS (SELECT 1 FROM \(existingUsers)(ARRAY[$4])) AS callee_exists\(devices)\(contact)
               FROM async
             """, parameters(record, includeIdentity: true))
         let row = rows.first
@@ -129,14 +140,14 @@ public struct CallStore: Sendable {
 
     /// Whether a `_User` with this objectId exists.
     public func userExists(_ userId: String) async throws(PostgresError) -> Bool {
-        try await database.query("SELECT 1 FROM users WHERE object_id = $1", [.text(userId)]).count == 1
+        try await database.query("SELECT u FROM \(existingUsers)(ARRAY[$1]::text[]) u", [.text(userId)]).count == 1
     }
 
-    /// Nodes whose realtime heartbeat (`rt_nodes`) is more recent than `staleAfter`.
+    /// Nodes whose realtime heartbeat is more recent than `staleAfter` (`RealtimeSQLFunctions.liveNodes`).
     public func liveNodes(staleAfter: Duration) async throws(PostgresError) -> [String] {
-        let rows = try await database.query("SELECT node_id FROM rt_nodes WHERE heartbeat_at > now() - make_interval(secs => $1)",
+        let rows = try await database.query("SELECT n FROM \(RealtimeSQLFunctions.liveNodes)(make_interval(secs => $1)) n",
                                             [.double(Double(staleAfter.milliseconds) / 1000)])
-        return rows.compactMap { $0["node_id"].string }
+        return rows.compactMap { $0["n"].string }
     }
 
     /// Ends, as `failure`/`error`, every call still live in the table whose node is neither

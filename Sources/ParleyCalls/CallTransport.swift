@@ -21,6 +21,17 @@ public protocol CallTransport: Sendable {
     /// Every device `userId` has (connected or not).
     func devices(of userId: String) async throws -> [String]
 
+    /// The opaque label other users see for a device (`call.answered`, call history): stable
+    /// for the device, different for the same device id of another user, and not its id.
+    func label(of device: CallDevice) -> String
+
+    /// Whether `caller` is known to have reached `callee` (a message or a call) already; when
+    /// not, the invite's statement records it (`CallStore.insert(_:recordContact:)`).
+    func knowsContact(from caller: String, to callee: String) -> Bool
+
+    /// A statement recorded that `caller` reached `callee`.
+    func contactRecorded(from caller: String, to callee: String)
+
     /// Queues `event` durably for the given devices of `userId`, to be delivered until
     /// `expiresAt` (Unix ms): a device connected to some node gets it at once, the others when
     /// they connect (a push job is created for them). Returns how many devices it was queued for.
@@ -39,6 +50,10 @@ public protocol CallTransport: Sendable {
 }
 
 extension CallTransport {
+    /// Without a contact directory: nothing to record.
+    public func knowsContact(from caller: String, to callee: String) -> Bool { true }
+    public func contactRecorded(from caller: String, to callee: String) {}
+
     /// A transport of one node: no other node to reach.
     public var nodeId: String { "" }
     public func relay(_ event: JSONObject, to device: CallDevice) async throws -> Bool { false }

@@ -3,8 +3,8 @@ import ParleyRealtime
 import ParleyWebSocket
 
 /// `CallTransport` over the realtime service: live frames through the connection registry, the
-/// user's devices from `rt_devices`, durable events through the delivery queue (which also
-/// creates push jobs for offline devices and tells other nodes).
+/// user's devices, labels and contacts from the service, durable events through the delivery
+/// queue (which also creates push jobs for offline devices and tells other nodes).
 public struct RealtimeCallTransport: CallTransport {
     let realtime: RealtimeService
 
@@ -50,8 +50,19 @@ public struct RealtimeCallTransport: CallTransport {
     }
 
     public func devices(of userId: String) async throws -> [String] {
-        let rows = try await realtime.database.query("SELECT device_id FROM rt_devices WHERE user_id = $1 ORDER BY device_id", [.text(userId)])
-        return rows.compactMap { $0["device_id"].string }
+        try await realtime.queue.devices(of: userId)
+    }
+
+    public func label(of device: CallDevice) -> String {
+        realtime.deviceLabel(of: DeviceKey(device))
+    }
+
+    public func knowsContact(from caller: String, to callee: String) -> Bool {
+        realtime.contacts.isKnown(from: caller, to: callee)
+    }
+
+    public func contactRecorded(from caller: String, to callee: String) {
+        realtime.contacts.remember([(from: caller, to: callee)])
     }
 
     public func enqueue(_ event: JSONObject, forDevicesOf userId: String, only deviceIds: [String], expiresAt: Int64) async throws -> Int {

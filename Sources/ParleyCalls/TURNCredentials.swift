@@ -1,5 +1,6 @@
 import COpenSSL
 import ParleyJSON
+import ParleyRealtime
 
 /// Time-limited TURN credentials in coturn's shared-secret ("TURN REST API") format.
 ///
@@ -34,15 +35,7 @@ public struct TURNCredentials: Sendable, Equatable {
 
     /// HMAC-SHA1 of `message` under `key` (OpenSSL).
     public static func hmacSHA1(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let done = key.withUnsafeBytes { keyBytes in
-            message.withUnsafeBufferPointer { messageBytes in
-                HMAC(EVP_sha1(), keyBytes.baseAddress, Int32(key.count), messageBytes.baseAddress, messageBytes.count, &digest, &length)
-            }
-        }
-        precondition(done != nil && length == 20, "HMAC-SHA1 failed")
-        return Array(digest.prefix(Int(length)))
+        HMACDigest.sha1(key: key, message: message)
     }
 
     /// Standard base64 with padding (OpenSSL's `EVP_EncodeBlock`).

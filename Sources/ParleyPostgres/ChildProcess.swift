@@ -23,6 +23,8 @@ public enum ChildProcessError: Error, Sendable, Equatable {
     case spawnFailed(executable: String, errno: Int32)
     case waitFailed(pid: Int32, errno: Int32)
     case outputFileUnusable(path: String, errno: Int32)
+    /// The C library cannot set a child's working directory (glibc before 2.29).
+    case workingDirectoryUnsupported(String)
 }
 
 /// A child process started with `posix_spawn`, without Foundation.
@@ -30,6 +32,7 @@ public enum ChildProcessError: Error, Sendable, Equatable {
 /// The child gets `/dev/null` as standard input, standard output and error go to `outputPath`
 /// (appended) or `/dev/null`, inherited descriptors above 2 are closed, the signal mask is
 /// cleared and signal dispositions reset (the event loops block SIGTERM/SIGINT for signalfd).
+/// It runs in `workingDirectory` when given, else in ours.
 public struct ChildProcess: Sendable {
     /// Process id of the child.
     public let pid: pid_t
@@ -42,7 +45,8 @@ public struct ChildProcess: Sendable {
         _ executable: String,
         arguments: [String],
         environment: [String]? = nil,
-        outputPath: String? = nil
+        outputPath: String? = nil,
+        workingDirectory: String? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -61,6 +65,7 @@ public struct ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, outputTarget, O_WRONLY | O_APPEND, 0)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         closeInheritedDescriptors(&actions)
+        if let workingDirectory { try changeDirectory(&actions, workingDirectory) }
 
         var emptyMask = sigset_t()
         sigemptyset(&emptyMask)
@@ -88,9 +93,11 @@ public struct ChildProcess: Sendable {
         _ executable: String,
         arguments: [String],
         environment: [String]? = nil,
-        outputPath: String? = nil
+        outputPath: String? = nil,
+        workingDirectory: String? = nil
     ) throws(ChildProcessError) -> ExitStatus {
-        try spawn(executable, arguments: arguments, environment: environment, outputPath: outputPath).wait()
+        try spawn(executable, arguments: arguments, environment: environment, outputPath: outputPath,
+                  workingDirectory: workingDirectory).wait()
     }
 
     /// Blocks until the child ends and returns how it ended.
@@ -105,6 +112,17 @@ public struct ChildProcess: Sendable {
         let signal = status & 0x7f
         if signal == 0 { return .exited((status >> 8) & 0xff) }
         return .signaled(signal)
+    }
+
+    /// Adds "change to `directory`" (glibc 2.29+, looked up at run time like `closefrom`).
+    private static func changeDirectory(_ actions: inout posix_spawn_file_actions_t, _ directory: String) throws(ChildProcessError) {
+        typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np") else {
+            throw .workingDirectoryUnsupported(directory)
+        }
+        let addChdir = unsafeBitCast(symbol, to: AddChdir.self)
+        let result = addChdir(&actions, directory)
+        if result != 0 { throw .spawnFailed(executable: "chdir \(directory)", errno: result) }
     }
 
     /// Adds "close every descriptor from 3 up" when glibc has it (2.34+), so the child never holds

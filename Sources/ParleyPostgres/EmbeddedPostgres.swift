@@ -143,14 +143,22 @@ public final class EmbeddedPostgres: Sendable {
         return try connectionString()
     }
 
-    /// Stops the server (`pg_ctl stop -m fast`: active sessions are disconnected) and removes a
-    /// temporary socket directory.
-    public func stop() throws(EmbeddedPostgresError) {
+    /// How `stop` shuts the server down (`pg_ctl stop -m`).
+    public enum ShutdownMode: String, Sendable {
+        /// Active sessions are disconnected, then the server stops cleanly.
+        case fast
+        /// Every server process quits at once, as in a crash (recovery runs at the next start).
+        case immediate
+    }
+
+    /// Stops the server (by default `pg_ctl stop -m fast`: active sessions are disconnected) and
+    /// removes a temporary socket directory.
+    public func stop(mode: ShutdownMode = .fast) throws(EmbeddedPostgresError) {
         guard let running = state.withLock({ $0 }) else { throw .notStarted }
         let account = try Self.unprivilegedAccount(named: configuration.systemUser)
         if LocalFiles.exists(LocalFiles.join(pgData, "postmaster.pid")) {
             logger.info("stopping embedded PostgreSQL", [("pgdata", pgData)])
-            try runChecked(running.binaries.pgCtl, ["stop", "-w", "-s", "-m", "fast", "-t", String(configuration.timeoutSeconds), "-D", pgData],
+            try runChecked(running.binaries.pgCtl, ["stop", "-w", "-s", "-m", mode.rawValue, "-t", String(configuration.timeoutSeconds), "-D", pgData],
                            account: account, outputPath: LocalFiles.join(clusterDirectory, "pg_ctl.log"), logTail: logFile)
         }
         if running.temporarySocketDirectory { rmdir(running.socketDirectory) }
@@ -384,13 +392,16 @@ public final class EmbeddedPostgres: Sendable {
 
     private static let childEnvironment = ["PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "TZ=UTC"]
 
+    /// Runs a PostgreSQL program in the cluster directory (the server's user may have no access to
+    /// our working directory).
     private func run(_ program: String, _ arguments: [String], account: Account?, outputPath: String?) throws(EmbeddedPostgresError) -> ExitStatus {
         do {
             if let account {
                 return try ChildProcess.run(account.runuser, arguments: ["-u", account.name, "--", program] + arguments,
-                                            environment: Self.childEnvironment, outputPath: outputPath)
+                                            environment: Self.childEnvironment, outputPath: outputPath, workingDirectory: clusterDirectory)
             }
-            return try ChildProcess.run(program, arguments: arguments, environment: Self.childEnvironment, outputPath: outputPath)
+            return try ChildProcess.run(program, arguments: arguments, environment: Self.childEnvironment, outputPath: outputPath,
+                                        workingDirectory: clusterDirectory)
         } catch {
             throw .process(error)
         }

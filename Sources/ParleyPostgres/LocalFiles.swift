@@ -151,16 +151,23 @@ enum LocalFiles {
         base.hasSuffix("/") ? base + name : base + "/" + name
     }
 
-    /// The absolute form of `path` against the current directory (no symlink resolution).
+    /// The absolute form of `path` against the current directory, with `.` and `..` components
+    /// and repeated slashes removed lexically (no symbolic link is resolved).
     static func absolute(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        guard let cwd = getcwd(nil, 0) else { return path }
-        defer { free(cwd) }
-        var base = String(cString: cwd)
-        var rest = Substring(path)
-        while rest.hasPrefix("./") { rest = rest.dropFirst(2) }
-        if rest == "." { return base }
-        if !base.hasSuffix("/") { base += "/" }
-        return base + rest
+        var base = ""
+        if !path.hasPrefix("/") {
+            guard let cwd = getcwd(nil, 0) else { return path }
+            base = String(cString: cwd)
+            free(cwd)
+        }
+        var components: [Substring] = []
+        for component in (base + "/" + path).split(separator: "/") {
+            switch component {
+            case ".": continue
+            case "..": _ = components.popLast()
+            default: components.append(component)
+            }
+        }
+        return "/" + components.joined(separator: "/")
     }
 }

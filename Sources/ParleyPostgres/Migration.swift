@@ -47,6 +47,9 @@ public enum MigrationError: Error, Sendable, Equatable, CustomStringConvertible 
     case appliedMigrationMissing(version: Int, name: String)
     /// A migration failed; its transaction was rolled back.
     case failed(version: Int, name: String, error: PostgresError)
+    /// A migration creates an extension that only a superuser may create (not a trusted
+    /// extension), and the migrating role is not one: a superuser must create it first.
+    case extensionNeedsSuperuser(version: Int, name: String, extension: String, database: String)
     /// Connecting, locking or bookkeeping failed.
     case database(PostgresError)
 
@@ -62,6 +65,11 @@ public enum MigrationError: Error, Sendable, Equatable, CustomStringConvertible 
         case .appliedMigrationMissing(let version, let name):
             "migration \(version)_\(name) is recorded as applied but its file is missing (is this build older than the database?)"
         case .failed(let version, let name, let error): "migration \(version)_\(name) failed and was rolled back: \(error)"
+        case .extensionNeedsSuperuser(let version, let name, let extensionName, let database):
+            "migration \(version)_\(name) needs the PostgreSQL extension \(extensionName), which only a superuser can create "
+                + "(it is not a trusted extension) and the role migrating is not one; nothing of this file was applied. "
+                + "Ask a superuser to run once, in database \(database): CREATE EXTENSION IF NOT EXISTS \(extensionName) CASCADE; "
+                + "then start Parley (or run parley migrate) again. See docs/postgres.md."
         case .database(let error): "migrations: \(error)"
         }
     }

@@ -3,7 +3,15 @@ import Glibc
 #endif
 import ParleyLog
 
-/// Applies the numbered SQL files of a directory to a database, once each, in version order.
+/// Where the migrations come from: a directory of `NNNN_name.sql` files, or their text compiled
+/// into the binary (`ParleyMigrations.BundledMigrations`).
+public enum MigrationSource: Sendable {
+    case directory(String)
+    /// (file name, SQL text) pairs, checked like the files of a directory.
+    case files([(fileName: String, sql: String)])
+}
+
+/// Applies numbered SQL migrations to a database, once each, in version order.
 ///
 /// - Each pending file runs in its own transaction together with its row in `schema_migrations`
 ///   (version, name, SHA-256 checksum of the text computed by the server, applied_at).
@@ -24,19 +32,28 @@ public struct Migrator: Sendable {
     public static let maxFiles = 10_000
 
     public let connectionString: String
-    public let directory: String
+    public let source: MigrationSource
     private let logger: Logger
 
-    public init(connectionString: String, directory: String, logger: Logger = Logger(label: "postgres.migrations")) {
+    public init(connectionString: String, source: MigrationSource, logger: Logger = Logger(label: "postgres.migrations")) {
         self.connectionString = connectionString
-        self.directory = directory
+        self.source = source
         self.logger = logger
+    }
+
+    /// The migrations of a directory.
+    public init(connectionString: String, directory: String, logger: Logger = Logger(label: "postgres.migrations")) {
+        self.init(connectionString: connectionString, source: .directory(directory), logger: logger)
     }
 
     /// Applies every pending migration and returns those applied by this call, in order.
     @discardableResult
     public func migrate() throws(MigrationError) -> [Migration] {
-        let migrations = try Self.loadMigrations(from: directory)
+        let migrations: [Migration]
+        switch source {
+        case .directory(let directory): migrations = try Self.loadMigrations(from: directory)
+        case .files(let files): migrations = try Self.migrations(files: files)
+        }
         let connection: PostgresBlockingConnection
         do {
             connection = try PostgresBlockingConnection(connectionString: connectionString, statementTimeoutMilliseconds: 0)
@@ -89,6 +106,10 @@ public struct Migrator: Sendable {
                 try connection.execute("COMMIT")
             } catch {
                 _ = try? connection.execute("ROLLBACK")
+                if let name = Self.extensionNeedingSuperuser(error) {
+                    let database = (try? connection.query("SELECT current_database() AS name"))?.first?["name"].string ?? "the database"
+                    throw .extensionNeedsSuperuser(version: migration.version, name: migration.name, extension: name, database: database)
+                }
                 throw .failed(version: migration.version, name: migration.name, error: error)
             }
             done.append(migration)
@@ -99,6 +120,16 @@ public struct Migrator: Sendable {
             logger.notice("applied migrations", [("count", String(done.count)), ("latest", String(done.last!.version))])
         }
         return done
+    }
+
+    /// The extension named by "permission denied to create extension "X"" (SQLSTATE 42501): one
+    /// that is not trusted, so only a superuser may create it (earthdistance on PostgreSQL 15).
+    static func extensionNeedingSuperuser(_ error: PostgresError) -> String? {
+        guard case .server(let server) = error, server.sqlState == "42501" else { return nil }
+        let prefix = "permission denied to create extension \""
+        guard server.message.hasPrefix(prefix), server.message.hasSuffix("\"") else { return nil }
+        let name = server.message.dropFirst(prefix.count).dropLast()
+        return name.isEmpty ? nil : String(name)
     }
 
     private func checksum(of sql: String, on connection: PostgresBlockingConnection) throws(MigrationError) -> String {
@@ -120,10 +151,9 @@ public struct Migrator: Sendable {
         } catch {
             throw .unreadable(error)
         }
-        var migrations: [Migration] = []
+        var files: [(fileName: String, sql: String)] = []
         for fileName in names.sorted() where fileName.hasSuffix(".sql") && !fileName.hasPrefix(".") {
-            guard let (version, name) = Migration.parseFileName(fileName) else { throw .invalidFileName(fileName) }
-            guard migrations.count < maxFiles else { throw .unreadable(FileSystemError(call: "opendir", path: directory, errno: E2BIG)) }
+            guard files.count < maxFiles else { throw .unreadable(FileSystemError(call: "opendir", path: directory, errno: E2BIG)) }
             let bytes: [UInt8]
             do {
                 bytes = try LocalFiles.read(LocalFiles.join(directory, fileName), limit: maxFileBytes)
@@ -131,6 +161,18 @@ public struct Migrator: Sendable {
                 throw .unreadable(error)
             }
             guard !bytes.contains(0), let sql = String(validating: bytes, as: UTF8.self) else { throw .invalidText(fileName) }
+            files.append((fileName, sql))
+        }
+        return try migrations(files: files)
+    }
+
+    /// Checks (file name, SQL text) pairs as a directory's files are checked (names
+    /// `NNNN_name.sql`, versions unique) and sorts them by version.
+    public static func migrations(files: [(fileName: String, sql: String)]) throws(MigrationError) -> [Migration] {
+        var migrations: [Migration] = []
+        for (fileName, sql) in files {
+            guard let (version, name) = Migration.parseFileName(fileName) else { throw .invalidFileName(fileName) }
+            guard !sql.utf8.contains(0) else { throw .invalidText(fileName) }
             migrations.append(Migration(version: version, name: name, fileName: fileName, sql: sql))
         }
         migrations.sort { $0.version < $1.version }
@@ -144,9 +186,10 @@ public struct Migrator: Sendable {
         return migrations
     }
 
-    /// The default migrations directory: the first `migrations` (or `share/parley/migrations`)
-    /// directory found walking up from the executable's directory (a build under
-    /// `<package>/.build/…` finds `<package>/migrations`), else `./migrations`, else nil.
+    /// The package's migrations directory for tests and tools run from a build tree: the first
+    /// `migrations` (or `share/parley/migrations`) directory found walking up from the executable's
+    /// directory (a build under `<package>/.build/…` finds `<package>/migrations`), else
+    /// `./migrations`, else nil. The server itself uses the migrations compiled into it.
     public static func defaultDirectory() -> String? {
         if let executable = LocalFiles.readLink("/proc/self/exe") {
             var directory = Substring(executable)

@@ -16,6 +16,15 @@ public final class PostgresClient: Sendable {
         self.group = group
         self.configuration = configuration
         pools = group.loops.map { PostgresPool(loop: $0, configuration: configuration, logger: logger) }
+        // The loops share one server: when one pool gets through again, the others need not
+        // wait out their backoff.
+        for pool in pools {
+            pool.onReachableAgain = { [weak self, weak pool] in
+                for other in self?.pools ?? [] where other !== pool {
+                    other.loop.execute { other.reconnectNow() }
+                }
+            }
+        }
     }
 
     /// Starts connecting every pool (any thread, returns at once). Use `waitUntilReady` to wait.
@@ -33,6 +42,23 @@ public final class PostgresClient: Sendable {
                 try await pool.query("SELECT 1", prepared: false)
             }
         }
+    }
+
+    /// Checks that PostgreSQL answers `SELECT 1` within `timeout` (through the caller's loop's
+    /// pool); fails at once while any loop's pool knows the database is unreachable (a node is
+    /// ready only when every loop can reach it).
+    public func ping(within timeout: Duration) async throws(PostgresError) {
+        let unreachable = stats.unreachablePools
+        if unreachable > 0 {
+            throw .connectionUnavailable("PostgreSQL is unreachable from \(unreachable) of \(pools.count) event loops; retrying in the background")
+        }
+        let pool = pool()
+        let result = await withTaskExecutorPreference(pool.loop) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, PostgresError>, Never>) in
+                pool.probe(within: timeout) { continuation.resume(returning: $0) }
+            }
+        }
+        try result.get()
     }
 
     /// The pool of the loop the caller runs on, else the next one round robin.

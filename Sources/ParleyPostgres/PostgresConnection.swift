@@ -6,6 +6,8 @@ import ParleyNet
 protocol PostgresConnectionDelegate: AnyObject {
     func connectionBecameReady(_ connection: PostgresConnection)
     func connectionLost(_ connection: PostgresConnection)
+    /// A connect attempt failed (`lastError` says why); the connection retries after its backoff.
+    func connectionAttemptFailed(_ connection: PostgresConnection)
     func connectionFinishedStatements(_ connection: PostgresConnection)
 }
 
@@ -528,6 +530,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         let level: LogLevel = failedAttempts == 1 || failedAttempts % 20 == 0 ? .warning : .debug
         logger.log(level, "PostgreSQL connection attempt failed", [("attempt", String(failedAttempts)), ("error", reason)])
         scheduleReconnect()
+        delegate?.connectionAttemptFailed(self)
     }
 
     private func scheduleReconnect() {
@@ -536,13 +539,24 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
         let exponential = min(cap, base * Double(1 << min(failedAttempts, 20)))
         let delay = Int64(exponential / 2 + Double.random(in: 0...(exponential / 2)))
         stats.connecting.add(1, ordering: .relaxed)
-        let timer = loop.schedule(after: .nanoseconds(delay)) { [weak self] in
-            guard let self, case .waitingToReconnect = self.phase else { return }
-            self.stats.connecting.subtract(1, ordering: .relaxed)
-            if self.hasConnectedBefore { self.stats.reconnects.add(1, ordering: .relaxed) }
-            self.startConnecting()
-        }
+        let timer = loop.schedule(after: .nanoseconds(delay)) { [weak self] in self?.reconnect() }
         phase = .waitingToReconnect(timer)
+    }
+
+    /// Starts the next connect attempt now instead of at the end of the backoff (loop thread):
+    /// another connection to the same server just succeeded. Does nothing in any other state.
+    func reconnectNow() {
+        loop.preconditionInEventLoop()
+        guard case .waitingToReconnect(let timer) = phase else { return }
+        loop.cancel(timer)
+        reconnect()
+    }
+
+    private func reconnect() {
+        guard case .waitingToReconnect = phase else { return }
+        stats.connecting.subtract(1, ordering: .relaxed)
+        if hasConnectedBefore { stats.reconnects.add(1, ordering: .relaxed) }
+        startConnecting()
     }
 
     // MARK: Loss and shutdown

@@ -109,5 +109,7 @@ public final class PostgresListener: PostgresConnectionDelegate, @unchecked Send
         onDisconnect?()
     }
 
+    func connectionAttemptFailed(_ connection: PostgresConnection) {}
+
     func connectionFinishedStatements(_ connection: PostgresConnection) {}
 }

@@ -7,6 +7,11 @@ import ParleyNet
 /// `waitTimeout` passes. Transactions pin a connection (at most `connectionsPerLoop - 1` at
 /// once when there are several, so plain statements always keep one).
 ///
+/// When a connect attempt fails while no connection is ready, the database is known to be
+/// unreachable: waiting statements and every new one fail at once with `connectionUnavailable`
+/// (callers answer "unavailable" instead of holding a request for `waitTimeout`), while the
+/// connections keep retrying with their backoff. The first connection back ends that state.
+///
 /// Thread confinement: created anywhere, then used only on `loop` (checked). `@unchecked
 /// Sendable` so `PostgresClient` can hold one per loop.
 public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable {
@@ -15,6 +20,9 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
     /// Live numbers for metrics (any thread).
     public let stats = PostgresPoolStats()
     private let logger: Logger
+    /// Called on the loop when the pool leaves the unreachable state (set once, before `start`):
+    /// the client tells the other loops' pools to try again now.
+    var onReachableAgain: (@Sendable () -> Void)?
 
     private struct QueryWaiter {
         var sql: String
@@ -34,6 +42,8 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
     private var queryWaiters = FIFO<QueryWaiter>()
     private var pinWaiters = FIFO<PinWaiter>()
     private var expiryTimer: (id: TimerID, deadline: UInt64)?
+    /// Set while the database is known to be unreachable: what every statement fails with.
+    private var unreachable: PostgresError?
     private var started = false
     private var closed = false
 
@@ -63,12 +73,8 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         closed = true
         if let expiryTimer { loop.cancel(expiryTimer.id) }
         expiryTimer = nil
-        let queries = queryWaiters.removeAll()
-        let pins = pinWaiters.removeAll()
-        updateWaiting()
         for connection in connections { connection.close() }
-        for waiter in queries { waiter.completion(.failure(.shutdown)) }
-        for waiter in pins { waiter.completion(.failure(.shutdown)) }
+        failAllWaiters(with: .shutdown)
     }
 
     // MARK: Statements
@@ -95,12 +101,36 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
             connection.send(sql, params, prepared: prepared, batchable: batchable, completion: completion)
             return
         }
+        if let unreachable { return completion(.failure(unreachable)) }
         guard queryWaiters.count + pinWaiters.count < configuration.maxWaiters else {
             return completion(.failure(.tooManyWaiters(limit: configuration.maxWaiters)))
         }
         queryWaiters.append(QueryWaiter(sql: sql, params: params, prepared: prepared, batchable: batchable, deadline: deadline(), completion: completion))
         updateWaiting()
         armExpiryTimer()
+    }
+
+    /// Runs `SELECT 1`; fails with `connectionUnavailable` when no answer came within `timeout`
+    /// (loop thread; `completion` runs once, on the loop). A readiness check that must answer quickly.
+    func probe(within timeout: Duration, completion: @escaping (Result<Void, PostgresError>) -> Void) {
+        loop.preconditionInEventLoop()
+        final class Once {
+            var completion: ((Result<Void, PostgresError>) -> Void)?
+            var timer: TimerID?
+        }
+        let once = Once()
+        once.completion = completion
+        once.timer = loop.schedule(after: timeout) {
+            guard let completion = once.completion else { return }
+            once.completion = nil
+            completion(.failure(.connectionUnavailable("PostgreSQL did not answer within \(timeout)")))
+        }
+        submit("SELECT 1", [], prepared: false) { [loop] result in
+            guard let completion = once.completion else { return }
+            once.completion = nil
+            if let timer = once.timer { loop.cancel(timer) }
+            completion(result.map { _ in })
+        }
     }
 
     // MARK: Transactions
@@ -146,6 +176,7 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
             connection.pinned = true
             return completion(.success(connection))
         }
+        if let unreachable { return completion(.failure(unreachable)) }
         guard queryWaiters.count + pinWaiters.count < configuration.maxWaiters else {
             return completion(.failure(.tooManyWaiters(limit: configuration.maxWaiters)))
         }
@@ -241,11 +272,58 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         stats.waiting.store(queryWaiters.count + pinWaiters.count, ordering: .relaxed)
     }
 
+    // MARK: Reachability
+
+    /// Enters the unreachable state (or updates its reason) and fails every waiter at once.
+    private func markUnreachable(lastError: String?) {
+        let wasReachable = unreachable == nil
+        let reason = "PostgreSQL is unreachable (no connection could be opened; last error: \(lastError ?? "unknown")); retrying in the background"
+        unreachable = .connectionUnavailable(reason)
+        if wasReachable {
+            stats.unreachable.store(1, ordering: .relaxed)
+            logger.warning("PostgreSQL unreachable: statements fail at once until a connection is back", [("error", lastError ?? "unknown")])
+        }
+        failAllWaiters(with: unreachable!)
+    }
+
+    private func markReachable() {
+        guard unreachable != nil else { return }
+        unreachable = nil
+        stats.unreachable.store(0, ordering: .relaxed)
+        logger.notice("PostgreSQL reachable again")
+        onReachableAgain?()
+    }
+
+    /// Connections waiting out their reconnect backoff try now (loop thread).
+    func reconnectNow() {
+        loop.preconditionInEventLoop()
+        guard !closed else { return }
+        for connection in connections { connection.reconnectNow() }
+    }
+
+    private func failAllWaiters(with error: PostgresError) {
+        let queries = queryWaiters.removeAll()
+        let pins = pinWaiters.removeAll()
+        guard !queries.isEmpty || !pins.isEmpty else { return }
+        updateWaiting()
+        armExpiryTimer()
+        for waiter in queries { waiter.completion(.failure(error)) }
+        for waiter in pins { waiter.completion(.failure(error)) }
+    }
+
     // MARK: PostgresConnectionDelegate
 
-    func connectionBecameReady(_ connection: PostgresConnection) { serviceWaiters() }
+    func connectionBecameReady(_ connection: PostgresConnection) {
+        markReachable()
+        serviceWaiters()
+    }
 
     func connectionLost(_ connection: PostgresConnection) {}
+
+    func connectionAttemptFailed(_ connection: PostgresConnection) {
+        guard !closed, !connections.contains(where: { $0.state == .ready }) else { return }
+        markUnreachable(lastError: connection.lastError)
+    }
 
     func connectionFinishedStatements(_ connection: PostgresConnection) {
         if !queryWaiters.isEmpty || !pinWaiters.isEmpty { serviceWaiters() }

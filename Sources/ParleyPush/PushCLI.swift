@@ -17,7 +17,7 @@ public enum PushCLI {
     A retried job is sent by a running `parley serve` within its poll interval.
     """
 
-    static let states: Set<String> = ["pending", "sending", "sent", "dead", "rejected", "skipped", "canceled", "expired"]
+    static let states = Set(PushStats.states)
 
     /// Where the commands read and write (the process's standard streams by default).
     public typealias IO = CommandIO

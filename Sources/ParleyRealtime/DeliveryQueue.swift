@@ -50,6 +50,12 @@ public final class DeliveryQueue: Sendable {
         return DeviceState(lastSeq: Int64(last), trimmedSeq: Int64(trimmed), created: row["created"].bool ?? false)
     }
 
+    /// The user's device ids, sorted (connected or not).
+    public func devices(of userId: String) async throws(RealtimeFailure) -> [String] {
+        let rows = try await run("SELECT device_id FROM rt_devices WHERE user_id = $1 ORDER BY device_id", [.text(userId)])
+        return rows.compactMap { $0["device_id"].string }
+    }
+
     /// Records that the device's connection `connectionID` ended (no effect if a newer one took
     /// over). Returns at once: records are written in batches and retried (`DisconnectRecorder`).
     public func deviceDisconnected(_ key: DeviceKey, connectionID: UInt64) {
@@ -231,11 +237,12 @@ public final class DeliveryQueue: Sendable {
         }
     }
 
-    /// Records this node's heartbeat and marks devices of dead nodes offline; returns the number
-    /// of live nodes.
-    func heartbeat(staleAfter: Duration) async throws(RealtimeFailure) -> Int {
-        let rows = try await run("SELECT rt_node_heartbeat($1, make_interval(secs => $2)) AS nodes",
-                                 [.text(nodeID), .int(Int(staleAfter.components.seconds))])
+    /// Records this node's heartbeat and its device limit (which the database applies to devices
+    /// that installations create) and marks devices of dead nodes offline; returns the number of
+    /// live nodes.
+    func heartbeat(staleAfter: Duration, maxDevices: Int) async throws(RealtimeFailure) -> Int {
+        let rows = try await run("SELECT rt_node_heartbeat($1, make_interval(secs => $2), $3::integer) AS nodes",
+                                 [.text(nodeID), .int(Int(staleAfter.components.seconds)), .int(maxDevices)])
         return rows.first?["nodes"].int ?? 1
     }
 

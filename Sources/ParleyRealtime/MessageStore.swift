@@ -5,9 +5,11 @@ import ParleyPostgres
 /// Stores messages (one statement per group-commit batch) and reads conversation history.
 public final class MessageStore: Sendable {
     public let queue: DeliveryQueue
+    let contacts: ContactDirectory
 
-    public init(queue: DeliveryQueue) {
+    public init(queue: DeliveryQueue, contacts: ContactDirectory) {
         self.queue = queue
+        self.contacts = contacts
     }
 
     /// One message of a batch.
@@ -22,7 +24,8 @@ public final class MessageStore: Sendable {
     }
 
     /// Stores `batch` in one statement (one commit), hands the events to this node's connections,
-    /// then completes every send (after the commit).
+    /// then completes every send (after the commit). The same statement records that each sender
+    /// reached its recipients (`rt_add_contacts`), for the pairs this node does not know of yet.
     ///
     /// A send whose clientMessageId another transaction stored concurrently (a re-send racing the
     /// original) is reported by the statement as having no recipients, because the statement's
@@ -31,15 +34,25 @@ public final class MessageStore: Sendable {
     func commit(_ batch: [Send], isRetry: Bool = false) async {
         var recipientIndex: [Int] = []
         var recipientUser: [String] = []
+        var pairs: [(from: String, to: String)] = []
         for (index, send) in batch.enumerated() {
             for user in send.request.to {
                 recipientIndex.append(index + 1)
                 recipientUser.append(user)
+                pairs.append((send.sender, user))
             }
         }
+        let newContacts = contacts.unrecorded(pairs)
+        // Between users who wrote to each other before, the batch statement alone.
+        let sql = newContacts.isEmpty
+            ? "SELECT * FROM rt_send_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            : "SELECT b.* FROM \(RealtimeSQLFunctions.addContacts)($12::text[], $13::text[]) c, rt_send_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) b"
+        let contactParameters: [PostgresData] = newContacts.isEmpty ? [] : [
+            .text(SQLArray.literal(newContacts.map(\.from))), .text(SQLArray.literal(newContacts.map(\.to))),
+        ]
         let rows: PostgresRows
         do {
-            rows = try await queue.run("SELECT * FROM rt_send_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", [
+            rows = try await queue.run(sql, [
                 .text(SQLArray.literal(1...batch.count)),
                 .text(SQLArray.literal(batch.map(\.messageID))),
                 .text(SQLArray.literal(batch.map(\.sender))),
@@ -51,11 +64,12 @@ public final class MessageStore: Sendable {
                 .text(SQLArray.literal(recipientIndex)),
                 .text(SQLArray.literal(recipientUser)),
                 .text(queue.nodeID),
-            ])
+            ] + contactParameters)
         } catch {
             for send in batch { send.completion(.failure(error)) }
             return
         }
+        contacts.remember(newContacts)
 
         var results = [Result<SendResult, RealtimeFailure>?](repeating: nil, count: batch.count)
         var templates = [MessageFrameTemplate?](repeating: nil, count: batch.count)

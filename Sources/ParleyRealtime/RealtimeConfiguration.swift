@@ -1,3 +1,11 @@
+/// Whose presence and typing a user gets.
+public enum PresenceScope: String, Sendable, CaseIterable {
+    /// Only of the users who reached the user (sent them a message or called them).
+    case contacts
+    /// Of any user.
+    case everyone
+}
+
 /// Limits and timers of the realtime service; defaults match `parley serve`'s options.
 public struct RealtimeConfiguration: Sendable {
     /// A connection must send `hello` within this time.
@@ -52,6 +60,8 @@ public struct RealtimeConfiguration: Sendable {
     public var nodeStaleAfter: Duration = .seconds(45)
     /// Typing events relayed per connection per second.
     public var typingRatePerSecond = 5.0
+    /// Whose presence a user may subscribe to and whose typing reaches them.
+    public var presenceScope = PresenceScope.contacts
 
     public init() {}
 }

@@ -17,6 +17,9 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     private var socket: WebSocketHandler?
     private var machine: RealtimeSessionStateMachine
     private var helloTimer: TimerID?
+    /// When the session token expires (Unix ms; the connection closes then), and the timer that closes it.
+    private var sessionExpiresAt = Int64.max
+    private var expiryTimer: TimerID?
     private var key: DeviceKey?
     /// Hash of the session token (to close this connection when that session is revoked).
     private var sessionTokenHash: Int?
@@ -73,6 +76,10 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
     }
 
     public func webSocket(_ socket: WebSocketHandler, didReceiveText text: String) {
+        // The timer may fire a little late: a frame after the expiry is never handled.
+        if sessionExpiresAt != .max, UTCTime.nowMilliseconds() >= sessionExpiresAt {
+            return perform(machine.sessionExpired())
+        }
         perform(machine.receivedText(text))
     }
 
@@ -84,6 +91,8 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
         machine.closed()
         if let helloTimer { loop.cancel(helloTimer) }
         helloTimer = nil
+        if let expiryTimer { loop.cancel(expiryTimer) }
+        expiryTimer = nil
         self.socket = nil
         if !subscriptions.isEmpty {
             service.registry.unsubscribe(self, from: subscriptions)
@@ -138,9 +147,9 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
 
     private func authenticate(_ hello: HelloFrame) {
         Task(executorPreference: loop) { [self] in
-            let userId: String?
+            let identity: RealtimeIdentity?
             do {
-                userId = try await service.authenticator.authenticate(sessionToken: hello.sessionToken)?.userId
+                identity = try await service.authenticator.authenticate(sessionToken: hello.sessionToken)
             } catch {
                 service.logger.warning("session lookup failed", [("error", "\(error)")])
                 perform(machine.authenticationFailed(.unavailable, "the database is unavailable; retry later",
@@ -148,10 +157,12 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 return
             }
             guard machine.phase == .authenticating else { return }
-            guard let userId else {
+            guard let identity else {
                 perform(machine.authenticationFailed(.invalidSession, "invalid session token", closeCode: RealtimeCloseCode.invalidSession))
                 return
             }
+            let userId = identity.userId
+            sessionExpiresAt = identity.sessionExpiresAt
             let key = DeviceKey(userId: userId, deviceId: hello.deviceId)
             self.key = key
             sessionTokenHash = hello.sessionToken.hashValue
@@ -192,7 +203,20 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
             deviceRecorded = true
             perform(machine.authenticated(userId: userId, deviceId: hello.deviceId, resumeAfter: hello.resumeAfter,
                                           lastSeq: state.lastSeq, trimmedSeq: state.trimmedSeq))
-            if machine.phase == .open { service.connectionOpened(self, device: key) }
+            guard machine.phase == .open else { return }
+            service.connectionOpened(self, device: key)
+            armExpiry()
+        }
+    }
+
+    /// Closes the connection with 4007 when its session expires (at once if it already has).
+    private func armExpiry() {
+        let remaining = sessionExpiresAt - UTCTime.nowMilliseconds()
+        guard remaining > 0 else { return perform(machine.sessionExpired()) }
+        expiryTimer = loop.schedule(after: .milliseconds(remaining)) { [weak self] in
+            guard let self else { return }
+            expiryTimer = nil
+            perform(machine.sessionExpired())
         }
     }
 
@@ -319,19 +343,27 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 }
             }
         case .presenceSubscribe(let id, let users):
-            let fresh = users.filter { !subscriptions.contains($0) }
+            let fresh = Array(Set(users.filter { !subscriptions.contains($0) })).sorted()
             guard subscriptions.count + fresh.count <= service.configuration.maxSubscriptions else {
                 return reply(ServerFrame.error(re: id, code: .tooManySubscriptions,
                                                message: "at most \(service.configuration.maxSubscriptions) presence subscriptions"))
             }
-            subscriptions.append(contentsOf: fresh)
-            let onlineHere = service.registry.subscribe(self, to: fresh)
-            reply(ServerFrame.ok(re: id))
+            guard service.configuration.presenceScope == .contacts else { return subscribe(fresh, refused: [], re: id) }
+            guard pendingRequests < service.configuration.maxPendingRequests else {
+                return reply(ServerFrame.error(re: id, code: .tooManyPending, message: "too many requests waiting for an answer"))
+            }
+            pendingRequests += 1
             Task(executorPreference: loop) { [self] in
-                let states = await service.presenceSnapshot(fresh, onlineHere: onlineHere)
-                for state in states where subscriptions.contains(state.userId) {
-                    reply(ServerFrame.presence(userId: state.userId, online: state.online, lastSeenAt: state.lastSeenAt))
+                let allowed: Set<String>
+                do throws(RealtimeFailure) {
+                    allowed = try await service.contacts.reached(key.userId, among: fresh)
+                } catch {
+                    pendingRequests -= 1
+                    return reply(ServerFrame.error(re: id, code: error.code, message: error.message))
                 }
+                pendingRequests -= 1
+                guard machine.phase == .open else { return }
+                subscribe(fresh.filter { allowed.contains($0) && !subscriptions.contains($0) }, refused: fresh.filter { !allowed.contains($0) }, re: id)
             }
         case .presenceUnsubscribe(let id, let users):
             let gone = Set(users)
@@ -348,8 +380,18 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                 return
             }
             typingTokens -= 1
-            service.relayTyping(to: to, from: key.userId, active: active)
-            if id != nil { reply(ServerFrame.ok(re: id)) }
+            // With the contacts scope, typing reaches only a user this one reached; to anyone else
+            // it is dropped without a word, like every typing indicator that reaches no one.
+            guard service.configuration.presenceScope == .contacts, !service.contacts.isKnown(from: key.userId, to: to) else {
+                service.relayTyping(to: to, from: key.userId, active: active)
+                if id != nil { reply(ServerFrame.ok(re: id)) }
+                return
+            }
+            Task(executorPreference: loop) { [self] in
+                let allowed = (try? await service.contacts.reached(to, among: [key.userId]))?.contains(key.userId) ?? false
+                if allowed { service.relayTyping(to: to, from: key.userId, active: active) }
+                if id != nil { reply(ServerFrame.ok(re: id)) }
+            }
         case .other(let type, let id, let object):
             guard let handler = service.frameHandler(for: type) else {
                 return reply(ServerFrame.error(re: id, code: .unknownType, message: "unknown frame type \"\(type)\""))
@@ -364,6 +406,24 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
                     return
                 }
                 handled(re: id, result)
+            }
+        }
+    }
+
+    /// Subscribes to the presence of `users` (answering `ok`, with the `refused` ones in `failed`),
+    /// then sends their current presence.
+    private func subscribe(_ users: [String], refused: [String], re id: RequestID?) {
+        subscriptions.append(contentsOf: users)
+        let onlineHere = service.registry.subscribe(self, to: users)
+        let failed: [(String, JSONValue)] = refused.isEmpty ? [] : [
+            ("failed", .array(refused.map { .object(["userId": .string($0), "reason": "not_a_contact"]) })),
+        ]
+        reply(ServerFrame.ok(re: id, failed))
+        guard !users.isEmpty else { return }
+        Task(executorPreference: loop) { [self] in
+            let states = await service.presenceSnapshot(users, onlineHere: onlineHere)
+            for state in states where subscriptions.contains(state.userId) {
+                reply(ServerFrame.presence(userId: state.userId, online: state.online, lastSeenAt: state.lastSeenAt))
             }
         }
     }

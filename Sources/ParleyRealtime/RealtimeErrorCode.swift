@@ -74,4 +74,6 @@ public enum RealtimeCloseCode {
     public static let tooManyDevices: UInt16 = 4005
     /// The session was revoked or the user banned while connected.
     public static let sessionRevoked: UInt16 = 4006
+    /// The session expired while connected (log in again).
+    public static let sessionExpired: UInt16 = 4007
 }

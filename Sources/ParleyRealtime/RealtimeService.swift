@@ -19,6 +19,8 @@ public final class RealtimeService: Sendable {
     public let registry: ConnectionRegistry
     public let queue: DeliveryQueue
     public let messages: MessageStore
+    /// Who reached whom (presence and typing between contacts).
+    public let contacts: ContactDirectory
     public let authenticator: any RealtimeAuthenticator
     /// This node's id, random per process.
     public let nodeID: String
@@ -34,6 +36,8 @@ public final class RealtimeService: Sendable {
     /// Users online on other nodes: user → nodes.
     private let remoteOnline = Mutex<[String: Set<String>]>([:])
     private let running = Atomic<Bool>(false)
+    /// The database's device label key (`loadSettings`).
+    private let labelKey = Mutex<[UInt8]>([])
     /// Connection count at the last `malloc_trim`.
     private let trimmedAtCount = Atomic<Int>(0)
 
@@ -71,7 +75,9 @@ public final class RealtimeService: Sendable {
         registry = ConnectionRegistry()
         let queue = DeliveryQueue(database: database, registry: registry, nodeID: nodeID, observer: observer, logger: logger)
         self.queue = queue
-        let messages = MessageStore(queue: queue)
+        let contacts = ContactDirectory(database: database)
+        self.contacts = contacts
+        let messages = MessageStore(queue: queue, contacts: contacts)
         self.messages = messages
         frameLimits = ClientFrameLimits(configuration)
         metrics = RealtimeMetrics(connections: registry, metrics: metricsRegistry)
@@ -100,7 +106,8 @@ public final class RealtimeService: Sendable {
         loop.execute { [self] in
             repeatEvery(configuration.heartbeatInterval, on: loop, first: .zero) { [self] in
                 do throws(RealtimeFailure) {
-                    liveNodes.store(try await queue.heartbeat(staleAfter: configuration.nodeStaleAfter), ordering: .relaxed)
+                    liveNodes.store(try await queue.heartbeat(staleAfter: configuration.nodeStaleAfter,
+                                                                      maxDevices: configuration.maxDevicesPerUser), ordering: .relaxed)
                 } catch {
                     logger.warning("realtime heartbeat failed", [("error", error.description)])
                 }
@@ -115,6 +122,21 @@ public final class RealtimeService: Sendable {
                 }
             }
         }
+    }
+
+    /// Reads what the service needs from the database before it serves: the device label key
+    /// (`rt_settings`, random per database, so labels agree on every node).
+    public func loadSettings() async throws(RealtimeFailure) {
+        let rows = try await queue.run("SELECT device_label_key FROM rt_settings", [])
+        guard let key = rows.first?["device_label_key"].string, !key.isEmpty else {
+            throw RealtimeFailure(.internal, "rt_settings has no device label key")
+        }
+        labelKey.withLock { $0 = Array(key.utf8) }
+    }
+
+    /// The opaque label other users see for a device (`DeviceLabel`).
+    public func deviceLabel(of device: DeviceKey) -> String {
+        DeviceLabel.make(key: labelKey.withLock { $0 }, device: device)
     }
 
     /// Stops the background jobs and the listener (connections are closed by the HTTP server).

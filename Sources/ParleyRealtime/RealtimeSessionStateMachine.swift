@@ -148,6 +148,14 @@ public struct RealtimeSessionStateMachine: Sendable {
         return [.close(code: RealtimeCloseCode.replaced, reason: "replaced by a newer connection of this device")]
     }
 
+    /// The session token expired: close with 4007; nothing the client sends is handled any more.
+    public mutating func sessionExpired() -> [Action] {
+        guard phase == .open || phase == .authenticating else { return [] }
+        phase = .closed
+        held = []
+        return [.close(code: RealtimeCloseCode.sessionExpired, reason: "session expired")]
+    }
+
     /// Ends the session (the socket closed, or a close was sent).
     public mutating func closed() {
         phase = .closed

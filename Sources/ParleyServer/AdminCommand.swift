@@ -6,15 +6,16 @@ import ParleyNet
 import ParleyPostgres
 import Synchronization
 
-/// The shared shape of the operator commands (`parley user|session|push …`): split the database
+/// The shared shape of the operator commands (`parley user|session|push|stats …`): split the database
 /// options (as `parley migrate` takes them) from the command's own arguments, connect (adopting a
 /// running embedded cluster without ever stopping it), apply pending migrations, run, exit.
 enum AdminCommand {
     static let databaseOptions = MigrateCommand.options
 
     /// Runs `body` with a connected client; returns its exit code (1 when the database is unreachable).
+    /// Fewer than `minimumArguments` (the command word included) prints `usage`.
     static func run(
-        _ arguments: [String], environment: [String: String], usage: String,
+        _ arguments: [String], environment: [String: String], usage: String, minimumArguments: Int = 2,
         body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient) async -> Int32
     ) throws -> Int32 {
         var databaseArguments: [String] = []
@@ -28,7 +29,7 @@ enum AdminCommand {
                 rest.append(argument)
             }
         }
-        if rest.contains("--help") || rest.count < 2 {
+        if rest.contains("--help") || rest.count < minimumArguments {
             print(usage)
             return rest.contains("--help") ? 0 : 2
         }

@@ -16,6 +16,7 @@ public enum CommandLineInterface {
       user       Manage users: list, show, create, delete, ban, unban, reset-password, sessions.
       session    Revoke a session: parley session revoke TOKEN|ID
       push       Push jobs: parley push list [--state S] | parley push retry ID|--dead
+      stats      Users, devices online, queued events, push jobs by state, calls today [--json].
       help       Show help for a command: parley help serve
       version    Print the version.
 
@@ -55,6 +56,8 @@ public enum CommandLineInterface {
                 return try AccountsCommand.run(arguments, environment: environment)
             case "push":
                 return try PushCommand.run(arguments, environment: environment)
+            case "stats":
+                return try StatsCommand.run(arguments, environment: environment)
             case "bench-argon2":
                 return Argon2BenchCommand.run(rest)
             case "version", "--version":

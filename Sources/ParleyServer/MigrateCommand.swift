@@ -1,4 +1,5 @@
 import ParleyLog
+import ParleyMigrations
 import ParleyPostgres
 
 /// `parley migrate`: applies pending SQL migrations and exits.
@@ -17,12 +18,11 @@ public enum MigrateCommand {
     }
 }
 
-/// Finds the migrations directory and applies what is pending (blocking).
+/// Applies what is pending (blocking): the migrations compiled into the binary, or those of
+/// `--migrations-dir` when given.
 enum MigrationRunner {
     static func apply(connectionString: String, directory: String?) throws -> [Migration] {
-        guard let directory = directory ?? Migrator.defaultDirectory() else {
-            throw ServerError.migrationsNotFound
-        }
-        return try Migrator(connectionString: connectionString, directory: directory).migrate()
+        let source = directory.map(MigrationSource.directory) ?? .files(BundledMigrations.files)
+        return try Migrator(connectionString: connectionString, source: source).migrate()
     }
 }

@@ -37,6 +37,8 @@ public struct ServerConfig: Sendable {
     /// Peers whose `X-Forwarded-Proto`/`-Host` are believed (`--trusted-proxies`).
     public var trustedProxies: [IPNetwork]
     public var enableTestEndpoints: Bool
+    /// When set, `/metrics` requires `Authorization: Bearer <token>`.
+    public var metricsToken: String?
     /// The realtime service's limits (`--realtime-*` options).
     public var realtime: RealtimeConfiguration
     /// Call signalling and TURN (`--call-*`, `--turn-*` options).
@@ -54,7 +56,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
         ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
         ConfigOption("database-url", env: "DATABASE_URL", default: "", "PostgreSQL connection URL; empty = run an embedded PostgreSQL under --data-dir."),
-        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations (empty = ./migrations, else next to the executable's package)."),
+        ConfigOption("migrations-dir", env: "PARLEY_MIGRATIONS_DIR", default: "", "Directory of numbered SQL migrations to apply instead of those built into the binary (empty = the built-in ones)."),
         ConfigOption("log-level", env: "PARLEY_LOG_LEVEL", default: "info", "trace, debug, info, notice, warning, error or critical."),
         ConfigOption("max-connections", env: "PARLEY_MAX_CONNECTIONS", default: "100000", "Open connections past this are closed at once."),
         ConfigOption("max-header-bytes", env: "PARLEY_MAX_HEADER_BYTES", default: "16384", "Request line plus headers, in bytes (431 past it)."),
@@ -75,12 +77,13 @@ public struct ServerConfig: Sendable {
                      "The server's external URL (https://api.example.com, without the mount path), used for Location headers and every URL the server hands out; empty = built from each request's Host."),
         ConfigOption("trusted-proxies", env: "PARLEY_TRUSTED_PROXIES", default: "",
                      "Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-Proto and X-Forwarded-Host are believed when --public-url is empty (empty = none)."),
-        ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid."),
+        ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid (at least 1 s). A socket opened with the token is closed with 4007 when it expires."),
         ConfigOption("session-cache-ttl", env: "PARLEY_SESSION_CACHE_TTL", default: "30s", "How long a node trusts a cached session before reading it again (bounds how long a session revoked on another node still works here)."),
         ConfigOption("lockout-threshold", env: "PARLEY_LOCKOUT_THRESHOLD", default: "0", "Failed logins in a row that lock an account (0 = no lockout)."),
         ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
         ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
         ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
+        ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ] + realtimeOptions + callOptions + pushOptions
 
@@ -92,9 +95,12 @@ public struct ServerConfig: Sendable {
         ConfigOption("realtime-ping-interval", env: "PARLEY_REALTIME_PING_INTERVAL", default: "30s", "Ping a silent socket after this long; one silent for 10 s more is dropped."),
         ConfigOption("realtime-send-rate", env: "PARLEY_REALTIME_SEND_RATE", default: "100", "Messages a user may send per second (sustained)."),
         ConfigOption("realtime-send-burst", env: "PARLEY_REALTIME_SEND_BURST", default: "200", "Burst allowance of the per-user send rate."),
-        ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20", "Devices per user."),
+        ConfigOption("realtime-max-devices", env: "PARLEY_REALTIME_MAX_DEVICES", default: "20",
+                     "Devices per user, however they appear (a hello, or an installation linked to the user). Give every node the same value: each records its own with its heartbeat, and the database applies the last one to installations."),
         ConfigOption("realtime-node-stale-after", env: "PARLEY_REALTIME_NODE_STALE_AFTER", default: "45s",
                      "A node silent this long (it heartbeats every 10 s) counts as stopped: its devices offline, its calls lost (over 10s)."),
+        ConfigOption("realtime-presence-scope", env: "PARLEY_REALTIME_PRESENCE_SCOPE", default: "contacts",
+                     "Whose presence and typing a user gets: contacts (users who sent them a message or called them) or everyone."),
     ]
 
     /// Resolves the configuration from defaults, environment variables and flags.
@@ -143,6 +149,7 @@ public struct ServerConfig: Sendable {
             trustedProxies.append(network)
         }
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        metricsToken = values.optionalString("metrics-token")
         realtime = RealtimeConfiguration()
         realtime.retention = try values.duration("realtime-retention")
         realtime.retentionInterval = try values.duration("realtime-retention-interval")
@@ -152,6 +159,11 @@ public struct ServerConfig: Sendable {
         realtime.sendBurst = Double(try values.int("realtime-send-burst", in: 1...1_000_000))
         realtime.maxDevicesPerUser = try values.int("realtime-max-devices", in: 1...1000)
         realtime.nodeStaleAfter = try values.duration("realtime-node-stale-after")
+        guard let scope = PresenceScope(rawValue: values.string("realtime-presence-scope")) else {
+            throw .invalidValue(option: values.origin("realtime-presence-scope"), value: values.string("realtime-presence-scope"),
+                                expected: "contacts or everyone")
+        }
+        realtime.presenceScope = scope
         guard realtime.nodeStaleAfter > realtime.heartbeatInterval else {
             throw .invalidValue(option: values.origin("realtime-node-stale-after"), value: values.string("realtime-node-stale-after"),
                                 expected: "a duration longer than the heartbeat interval (10s)")
@@ -162,7 +174,7 @@ public struct ServerConfig: Sendable {
         let cacheTTL = try values.duration("session-cache-ttl")
         let lockout = try values.duration("lockout-duration")
         accounts = AccountsConfiguration(
-            sessionLifetimeSeconds: max(60, lifetime.components.seconds),
+            sessionLifetimeSeconds: max(1, lifetime.components.seconds),
             lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
             lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
             passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),

@@ -10,6 +10,7 @@ import ParleyParse
 import ParleyPostgres
 import ParleyPush
 import ParleyRealtime
+import Synchronization
 
 /// Everything a running node owns, started in dependency order and stopped in reverse.
 public final class ServerRuntime: Sendable {
@@ -55,7 +56,7 @@ public final class ServerRuntime: Sendable {
         metrics = ServerMetrics()
 
         let router = Router()
-        HealthEndpoints(database: database, metrics: metrics).register(on: router)
+        HealthEndpoints(database: database, metrics: metrics, metricsToken: config.metricsToken).register(on: router)
         router.add(middleware: RequestLogMiddleware())
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
@@ -64,7 +65,8 @@ public final class ServerRuntime: Sendable {
                                    authenticator: AccountsRealtimeAuthenticator(accounts: accounts), observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
         realtime.register(on: router)
-        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID, readsCalleeDevices: true),
+        calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID,
+                                                           existingUsers: Accounts.existingUsersFunction, readsCalleeDevices: true),
                             transport: RealtimeCallTransport(realtime: realtime), configuration: config.calls,
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
@@ -107,12 +109,31 @@ public final class ServerRuntime: Sendable {
     /// Connects the database pools and starts listening.
     public func start() throws {
         database.start()
+        try loadRealtimeSettings()
         realtime.start()
         calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter, interval: config.calls.nodeSweepInterval)
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         push.start()
         try http.start()
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
+    }
+
+    /// Waits (off the loops) for the realtime service's settings, which device labels need from
+    /// the first call on.
+    private func loadRealtimeSettings() throws {
+        let loaded = Latch()
+        let failure = Mutex<(any Error)?>(nil)
+        let realtime = self.realtime
+        Task {
+            do throws(RealtimeFailure) {
+                try await realtime.loadSettings()
+            } catch {
+                failure.withLock { $0 = error }
+            }
+            loaded.open()
+        }
+        guard loaded.wait(timeout: config.statementTimeout + .seconds(10)) else { throw ServerError.startFailed("the realtime settings could not be read") }
+        if let error = failure.withLock({ $0 }) { throw error }
     }
 
     /// Graceful stop: no new connections, in-flight requests finish (bounded by the shutdown

@@ -128,26 +128,63 @@ final class ObjectStoreTests: XCTestCase {
         let first = try await installations.save(body: ["installationId": "dev-1", "deviceType": "ios", "deviceToken": "tok"], auth: h.auth(alice), on: db)
         XCTAssertTrue(first.created)
         let id = try XCTUnwrap(first.json["objectId"]?.string)
-        let second = try await installations.save(body: ["installationId": "dev-1", "deviceType": "ios", "voipDeviceToken": "voip", "badge": 1], auth: .anonymous, on: db)
+        let second = try await installations.save(body: ["installationId": "dev-1", "deviceType": "ios", "voipDeviceToken": "voip", "badge": 1], auth: h.auth(alice), on: db)
         XCTAssertFalse(second.created)
         XCTAssertEqual(second.json["objectId"], .string(id))
-        let row = try parsed(try await installations.get(objectId: id, auth: .anonymous, on: db))
+        let row = try parsed(try await installations.get(objectId: id, auth: h.auth(alice), on: db))
         XCTAssertEqual(row["deviceToken"], "tok")
         XCTAssertEqual(row["voipDeviceToken"], "voip")
         XCTAssertEqual(row["badge"], 1)
-        XCTAssertEqual(row["user"]?["objectId"], .string(alice.objectId), "linked to the session's user, kept on anonymous update")
+        XCTAssertEqual(row["user"]?["objectId"], .string(alice.objectId), "linked to the session's user")
 
         await XCTAssertParseError(135) { try await installations.save(body: ["deviceType": "ios"], auth: .anonymous, on: db) }
         await XCTAssertParseError(135) { try await installations.save(body: ["installationId": "dev-2"], auth: .anonymous, on: db) }
-        await XCTAssertParseError(111) { try await installations.save(body: ["installationId": "dev-2", "deviceType": "symbian"], auth: .anonymous, on: db) }
+        await XCTAssertParseError(111) { try await installations.save(body: ["installationId": "dev-2", "deviceType": ""], auth: .anonymous, on: db) }
+        for type in ["osx", "tvos", "watchos", "win", "macos", "web", "embedded", "linux"] {
+            let saved = try await installations.save(body: ["installationId": .string("dev-" + type), "deviceType": .string(type)], auth: .anonymous, on: db)
+            let stored = try parsed(try await installations.get(objectId: try XCTUnwrap(saved.json["objectId"]?.string), auth: .anonymous, on: db))
+            XCTAssertEqual(stored["deviceType"], .string(type), "Parse stores any deviceType")
+        }
         let fromHeader = try await installations.save(body: ["deviceType": "android"], auth: Auth(isMaster: false, user: nil, installationId: "dev-3"), on: db)
         XCTAssertTrue(fromHeader.created)
 
-        let upd = try await installations.update(objectId: id, body: ["deviceToken": "tok2", "badge": ["__op": "Increment"]], auth: .anonymous, on: db)
+        let upd = try await installations.update(objectId: id, body: ["deviceToken": "tok2", "badge": ["__op": "Increment"]], auth: h.auth(alice), on: db)
         XCTAssertEqual(upd["badge"], 2)
-        await XCTAssertParseError(111) { try await installations.update(objectId: id, body: ["installationId": "changed"], auth: .anonymous, on: db) }
+        await XCTAssertParseError(111) { try await installations.update(objectId: id, body: ["installationId": "changed"], auth: h.auth(alice), on: db) }
         await XCTAssertParseError(119) { try await installations.delete(objectId: id, auth: h.auth(alice), on: db) }
         try await installations.delete(objectId: id, auth: .master, on: db)
+        await h.shutdown()
+    }
+
+    /// Nobody but its user and the master key changes an installation linked to a user, or sees its tokens.
+    func testALinkedInstallationIsItsUsersOnly() async throws {
+        let h = try await AccountsHarness(prefix: "instown")
+        let installations = h.accounts.installations, db = h.client
+        let alice = try await h.signUp("alice")
+        let mallory = try await h.signUp("mallory")
+        let saved = try await installations.save(body: ["installationId": "phone-a", "deviceType": "ios", "deviceToken": "apns-a", "voipDeviceToken": "voip-a"],
+                                                 auth: h.auth(alice), on: db)
+        let id = try XCTUnwrap(saved.json["objectId"]?.string)
+        let stranger = Auth(isMaster: false, user: nil, installationId: "phone-a")
+        for auth in [h.auth(mallory), .anonymous, stranger] {
+            await XCTAssertParseError(101) { try await installations.update(objectId: id, body: ["deviceToken": "evil"], auth: auth, on: db) }
+            await XCTAssertParseError(101) {
+                try await installations.save(body: ["installationId": "phone-a", "deviceType": "ios", "voipDeviceToken": "evil"], auth: auth, on: db)
+            }
+            let seen = try parsed(try await installations.get(objectId: id, auth: auth, on: db))
+            XCTAssertNil(seen["deviceToken"])
+            XCTAssertNil(seen["voipDeviceToken"])
+            XCTAssertEqual(seen["installationId"], "phone-a")
+        }
+        await XCTAssertParseError(101) { try await installations.save(body: ["deviceType": "ios", "deviceToken": "evil"], auth: stranger, on: db) }
+        let mine = try parsed(try await installations.get(objectId: id, auth: h.auth(alice), on: db))
+        XCTAssertEqual(mine["deviceToken"], "apns-a")
+        XCTAssertEqual(mine["voipDeviceToken"], "voip-a")
+        XCTAssertEqual(mine["user"]?["objectId"], .string(alice.objectId))
+        _ = try await installations.update(objectId: id, body: ["deviceToken": "apns-m"], auth: .master, on: db)
+        let asMaster = try parsed(try await installations.get(objectId: id, auth: .master, on: db))
+        XCTAssertEqual(asMaster["deviceToken"], "apns-m")
+        XCTAssertEqual(asMaster["user"]?["objectId"], .string(alice.objectId), "the master key's write keeps the user")
         await h.shutdown()
     }
 }

@@ -18,7 +18,7 @@ final class CallNodeRoutingTests: XCTestCase {
 
     static func node(_ id: String, _ database: CallTestDatabase) -> Node {
         let transport = InMemoryCallTransport(nodeId: id)
-        let store = CallStore(database: database.client, nodeId: id)
+        let store = CallStore(database: database.client, nodeId: id, existingUsers: "accounts_existing_users")
         return Node(transport: transport, service: CallService(group: database.group, store: store, transport: transport,
                                                                 configuration: Self.configuration))
     }
@@ -85,7 +85,7 @@ final class CallNodeRoutingTests: XCTestCase {
         Self.expectSome(await a.transport.waitFor(H.alice) { $0["type"]?.string == "call.ringing" })
         Self.expect(await Self.send(b, H.bobPhone, "call.answer", id + [("sdp", "answer")]), "ok")
         let answered = await a.transport.waitFor(H.alice) { $0["type"]?.string == "call.answered" }
-        XCTAssertEqual(answered?["deviceId"], .string(H.bobPhone.deviceId))
+        XCTAssertEqual(answered?["deviceId"], .string(a.transport.label(of: H.bobPhone)), "the answering device's label, not its id")
         Self.expect(await Self.send(a, H.bobTablet, "call.answer", id + [("sdp", "late")]), "already_answered")
         Self.expectSome(await a.transport.waitFor(H.bobTablet) { $0["type"]?.string == "call.ended" && $0["endCause"]?.string == "otherDeviceAnswered" })
 

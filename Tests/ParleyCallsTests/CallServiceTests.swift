@@ -25,7 +25,7 @@ final class CallHarness: Sendable {
     init(prefix: String, configuration: CallConfiguration) async throws {
         database = try await CallTestDatabase(prefix: prefix, threads: 2)
         for user in ["aliceAAAAA", "bobBBBBBBB", "carolCCCCC", "daveDDDDDD"] { try await database.addUser(user) }
-        store = CallStore(database: database.client, nodeId: "test-node")
+        store = CallStore(database: database.client, nodeId: "test-node", existingUsers: "accounts_existing_users")
         service = CallService(group: database.group, store: store, transport: transport, configuration: configuration)
     }
 
@@ -138,7 +138,7 @@ final class CallServiceTests: XCTestCase {
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "v=0 late")]), "already_answered")
         let answered = await h.transport.waitFor(H.alice, "call.answered")
         XCTAssertEqual(answered?["sdp"], "v=0 answer")
-        XCTAssertEqual(answered?["deviceId"], .string(H.bobTablet.deviceId))
+        XCTAssertEqual(answered?["deviceId"], .string(h.transport.label(of: H.bobTablet)))
         let other = await h.transport.waitFor(H.bobPhone, "call.ended")
         XCTAssertEqual(other?["endCause"], "otherDeviceAnswered")
         let early = await h.transport.waitFor(H.bobTablet, "call.candidates")
@@ -183,7 +183,7 @@ final class CallServiceTests: XCTestCase {
             XCTAssertNotNil(details?["setupDuration"]?.int)
             XCTAssertNotNil(details?["notifyingDuration"]?.int)
             XCTAssertNotNil(details?["ringingDuration"]?.int)
-            XCTAssertEqual(details?["answeredDeviceId"], .string(H.bobTablet.deviceId))
+            XCTAssertEqual(details?["answeredDeviceId"], .string(h.transport.label(of: H.bobTablet)))
         }
         XCTAssertEqual(h.transport.received(H.bobPhone).filter { $0["type"]?.string == "call.ended" }.count, 1, "the other device is told once")
         expect(await h.send(H.bobTablet, "call.hangup", [("callId", .string(callId))]), "call_ended")
@@ -426,7 +426,7 @@ final class CallServiceTests: XCTestCase {
         h.transport.addOfflineDevice(H.alice)
         h.transport.addOfflineDevice(H.bobPhone)
         h.transport.addOfflineDevice(H.bobTablet)
-        let lost = CallStore(database: h.database.client, nodeId: "lost-node")
+        let lost = CallStore(database: h.database.client, nodeId: "lost-node", existingUsers: "accounts_existing_users")
         let answered = Self.newCallId(), ringing = Self.newCallId()
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var machine = CallStateMachine(callId: answered, caller: H.alice, calleeId: H.bobPhone.userId, video: false,
@@ -504,7 +504,7 @@ final class CallServiceTests: XCTestCase {
             expect(await rang, "ok")
             expect(await answered, "ok")
             let event = await h.transport.waitFor(H.alice) { $0["type"]?.string == "call.answered" && $0["callId"]?.string == callId }
-            XCTAssertEqual(event?["deviceId"], .string(H.bobPhone.deviceId))
+            XCTAssertEqual(event?["deviceId"], .string(h.transport.label(of: H.bobPhone)))
             expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
             _ = await h.transport.waitFor(H.bobPhone) { $0["type"]?.string == "call.ended" && $0["callId"]?.string == callId }
         }
@@ -577,7 +577,7 @@ final class CallServiceTests: XCTestCase {
         XCTAssertNotNil(incoming)
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "v=0 answer")]), "ok")
         let answered = await h.transport.waitFor(H.alice) { $0["type"]?.string == "call.answered" && $0["callId"]?.string == callId }
-        XCTAssertEqual(answered?["deviceId"], .string(H.bobPhone.deviceId))
+        XCTAssertEqual(answered?["deviceId"], .string(h.transport.label(of: H.bobPhone)))
         let unstored = try await h.store.find(callId)
         XCTAssertNil(unstored, "the insert is still blocked")
         expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")

@@ -44,7 +44,7 @@ final class CallStoreTests: XCTestCase {
 
     func testInsertUpdateFindRoundTrip() async throws {
         let database = try await CallTestDatabase(prefix: "calls_store")
-        let store = CallStore(database: database.client, nodeId: "node-a")
+        let store = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users")
         var record = Self.record(1, from: "alice", to: "bob", startedAt: 1_700_000_000_123)
         let result1 = try await store.insert(record).inserted
         XCTAssertTrue(result1)
@@ -72,19 +72,23 @@ final class CallStoreTests: XCTestCase {
         try await database.client.query("""
             INSERT INTO rt_devices (user_id, device_id) VALUES ('bob', 'tablet'), ('bob', 'phone "1"'), ('carol', 'phone')
             """)
-        let store = CallStore(database: database.client, nodeId: "node-a", readsCalleeDevices: true)
+        let store = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users", readsCalleeDevices: true)
         let toBob = try await store.insert(Self.record(1, from: "alice", to: "bob", startedAt: 1_000))
         XCTAssertEqual(toBob, CallStore.Insertion(inserted: true, calleeExists: true, calleeDevices: ["phone \"1\"", "tablet"]))
         let toNobody = try await store.insert(Self.record(2, from: "alice", to: "dave", startedAt: 1_000))
         XCTAssertEqual(toNobody, CallStore.Insertion(inserted: true, calleeExists: false, calleeDevices: []))
-        let plain = try await CallStore(database: database.client, nodeId: "node-a").insert(Self.record(3, from: "alice", to: "bob", startedAt: 1_000))
+        let plain = try await CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users").insert(Self.record(3, from: "alice", to: "bob", startedAt: 1_000))
         XCTAssertNil(plain.calleeDevices, "read by the transport instead")
+        _ = try await store.insert(Self.record(4, from: "alice", to: "bob", startedAt: 1_000), recordContact: true)
+        _ = try await store.insert(Self.record(5, from: "alice", to: "dave", startedAt: 1_000), recordContact: true)
+        let contacts = try await database.client.query("SELECT user_id || '>' || contact_id AS pair FROM rt_contacts ORDER BY 1")
+        XCTAssertEqual(contacts.compactMap { $0["pair"].string }, ["alice>bob"], "the caller reached an existing callee")
         await database.shutdown()
     }
 
     func testDuplicateIdInAnyCaseIsRefused() async throws {
         let database = try await CallTestDatabase(prefix: "calls_dup")
-        let store = CallStore(database: database.client, nodeId: "node-a")
+        let store = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users")
         var record = Self.record(0xABC, from: "alice", to: "bob", startedAt: 1_000)
         let result3 = try await store.insert(record).inserted
         XCTAssertTrue(result3)
@@ -98,7 +102,7 @@ final class CallStoreTests: XCTestCase {
 
     func testFailureAndErrorAreStored() async throws {
         let database = try await CallTestDatabase(prefix: "calls_failure")
-        let store = CallStore(database: database.client, nodeId: "node-a")
+        let store = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users")
         var record = Self.record(7, from: "alice", to: "nobody", startedAt: 5_000)
         record.state = .ended
         record.details.endedAt = 5_001
@@ -109,14 +113,14 @@ final class CallStoreTests: XCTestCase {
         let found = try await store.find(record.callId)
         XCTAssertEqual(found?.details.endCause, .failure)
         XCTAssertEqual(found?.details.error, "user_not_found")
-        XCTAssertEqual(found?.json["error"], "user_not_found")
-        XCTAssertEqual(found?.json["endedAt"], "1970-01-01T00:00:05.001Z")
+        XCTAssertEqual(found?.json { $0.deviceId }["error"], "user_not_found")
+        XCTAssertEqual(found?.json { $0.deviceId }["endedAt"], "1970-01-01T00:00:05.001Z")
         await database.shutdown()
     }
 
     func testHistoryListsBothDirectionsNewestFirstInPages() async throws {
         let database = try await CallTestDatabase(prefix: "calls_history")
-        let store = CallStore(database: database.client, nodeId: "node-a")
+        let store = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users")
         // alice calls bob (even n) and bob calls alice (odd n); carol's calls are not alice's.
         for n in 1...9 {
             let record = n % 2 == 0 ? Self.record(n, from: "alice", to: "bob", startedAt: Int64(n) * 1_000)
@@ -160,7 +164,7 @@ final class CallStoreTests: XCTestCase {
     func testUserExists() async throws {
         let database = try await CallTestDatabase(prefix: "calls_users")
         try await database.addUser("Ab12Cd34Ef")
-        let store = CallStore(database: database.client, nodeId: "node-a")
+        let store = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users")
         let result14 = try await store.userExists("Ab12Cd34Ef")
         XCTAssertTrue(result14)
         let result15 = try await store.userExists("nobody")
@@ -176,9 +180,9 @@ final class CallStoreTests: XCTestCase {
 
     func testEndAbandonedClosesCallsOfStoppedNodesOnly() async throws {
         let database = try await CallTestDatabase(prefix: "calls_abandoned")
-        let mine = CallStore(database: database.client, nodeId: "node-a")
-        let other = CallStore(database: database.client, nodeId: "node-b")
-        let stopped = CallStore(database: database.client, nodeId: "node-c")
+        let mine = CallStore(database: database.client, nodeId: "node-a", existingUsers: "accounts_existing_users")
+        let other = CallStore(database: database.client, nodeId: "node-b", existingUsers: "accounts_existing_users")
+        let stopped = CallStore(database: database.client, nodeId: "node-c", existingUsers: "accounts_existing_users")
         try await insertAll([
             (mine, Self.record(1, from: "alice", to: "bob", startedAt: 1_000)),
             (other, Self.record(2, from: "alice", to: "bob", startedAt: 2_000)),
@@ -209,7 +213,7 @@ final class CallStoreTests: XCTestCase {
     func testLiveNodesAreTheRecentlyHeartbeatingOnes() async throws {
         let database = try await CallTestDatabase(prefix: "calls_nodes")
         try await database.client.query("INSERT INTO rt_nodes (node_id, heartbeat_at) VALUES ('fresh', now()), ('stale', now() - interval '10 minutes')")
-        let store = CallStore(database: database.client, nodeId: "fresh")
+        let store = CallStore(database: database.client, nodeId: "fresh", existingUsers: "accounts_existing_users")
         let live = try await store.liveNodes(staleAfter: .seconds(45))
         XCTAssertEqual(live, ["fresh"])
         await database.shutdown()

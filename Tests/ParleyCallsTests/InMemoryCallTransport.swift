@@ -154,6 +154,11 @@ final class InMemoryCallTransport: CallTransport {
         return true
     }
 
+    /// A stand-in for the realtime layer's keyed hash: distinct per user and device.
+    func label(of device: CallDevice) -> String {
+        "label<\(device.userId)|\(device.deviceId)>"
+    }
+
     func devices(of userId: String) async throws -> [String] {
         try state.withLock { state in
             if state.failDeviceList { throw QueueFailure() }

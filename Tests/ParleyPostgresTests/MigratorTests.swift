@@ -144,4 +144,34 @@ final class MigratorTests: XCTestCase {
         let extensions = try connection.query("SELECT extname FROM pg_extension WHERE extname IN ('cube', 'earthdistance') ORDER BY extname")
         XCTAssertEqual(extensions.map { $0["extname"].string }, ["cube", "earthdistance"])
     }
+
+    /// earthdistance is not a trusted extension on PostgreSQL 15 (cube is): a database owner that
+    /// is not a superuser gets a clear error naming the command a superuser must run, and the
+    /// migrations apply once that was done.
+    func testUntrustedExtensionTellsTheOperatorWhatASuperuserMustRun() throws {
+        let postgres = try TestPostgres.shared()
+        let role = "owner_\(getpid())_\(Int.random(in: 0..<1_000_000))"
+        let admin = try PostgresBlockingConnection(connectionString: postgres.connectionString())
+        defer { admin.close() }
+        try admin.execute("CREATE ROLE \(role) LOGIN")
+        try admin.execute("CREATE DATABASE \(role) OWNER \(role)")
+        let ownerURL = "host=127.0.0.1 port=\(postgres.port) user=\(role) dbname=\(role)"
+        let directory = try XCTUnwrap(Migrator.defaultDirectory(), "the package's migrations directory")
+
+        XCTAssertThrowsError(try Migrator(connectionString: ownerURL, directory: directory).migrate()) { error in
+            XCTAssertEqual(error as? MigrationError,
+                           .extensionNeedsSuperuser(version: 1, name: "extensions", extension: "earthdistance", database: role))
+            XCTAssertTrue("\(error)".contains("CREATE EXTENSION IF NOT EXISTS earthdistance CASCADE"), "\(error)")
+        }
+        let superuser = try PostgresBlockingConnection(connectionString: postgres.connectionString(database: role))
+        defer { superuser.close() }
+        XCTAssertEqual(try superuser.query("SELECT count(*)::int8 AS n FROM schema_migrations").first?["n"].int, 0)
+        XCTAssertEqual(try superuser.query("SELECT count(*)::int8 AS n FROM pg_extension WHERE extname = 'cube'").first?["n"].int, 0,
+                       "the failed file was rolled back as a whole")
+
+        try superuser.execute("CREATE EXTENSION IF NOT EXISTS earthdistance CASCADE")
+        let applied = try Migrator(connectionString: ownerURL, directory: directory).migrate()
+        XCTAssertEqual(applied.first?.fileName, "0001_extensions.sql")
+        XCTAssertEqual(applied.count, try Migrator.loadMigrations(from: directory).count)
+    }
 }

@@ -105,11 +105,13 @@ final class PostgresPipelineTests: XCTestCase {
         await test.shutdown()
     }
 
-    func testUnreachableServerFailsWaitingQueriesAfterWaitTimeout() async throws {
+    /// A server that accepts connections and never answers: statements wait (the pool cannot
+    /// know yet that nothing will come), at most `maxWaiters` of them, for `waitTimeout`.
+    func testWaitingQueriesAreBoundedAndTimeOutWhileTheServerIsSilent() async throws {
+        let silent = try SilentServer()
         let group = try EventLoopGroup(threads: 1)
-        let port = FreePort.next()
         let client = PostgresClient(group: group, configuration: PostgresConfiguration(
-            connectionString: "host=127.0.0.1 port=\(port) user=postgres dbname=postgres",
+            connectionString: "host=127.0.0.1 port=\(silent.port) user=postgres dbname=postgres",
             maxWaiters: 2, waitTimeout: .milliseconds(300)))
         client.start()
         let started = ContinuousClock.now
@@ -132,9 +134,35 @@ final class PostgresPipelineTests: XCTestCase {
             return nil
         }
         XCTAssertEqual(unavailable.count, 2, "\(outcomes)")
-        XCTAssertTrue(unavailable.first?.contains("last error") ?? false, unavailable.first ?? "")
+        XCTAssertTrue(unavailable.first?.contains("waited") ?? false, unavailable.first ?? "")
         XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(250))
         XCTAssertEqual(client.stats.connectionsOpen, 0)
+        XCTAssertEqual(client.stats.unreachablePools, 0)
+        await client.shutdown()
+        group.shutdownGracefully()
+    }
+
+    /// Nothing listens on the port: the first connect attempt fails, so the pool knows the server
+    /// is unreachable and statements fail at once with the connect error, not after `waitTimeout`.
+    func testQueriesFailAtOnceWhenTheServerRefusesConnections() async throws {
+        let group = try EventLoopGroup(threads: 1)
+        let port = FreePort.next()
+        let client = PostgresClient(group: group, configuration: PostgresConfiguration(
+            connectionString: "host=127.0.0.1 port=\(port) user=postgres dbname=postgres", waitTimeout: .seconds(30)))
+        client.start()
+        let started = ContinuousClock.now
+        for _ in 0..<3 {
+            do throws(PostgresError) {
+                try await client.query("SELECT 1")
+                XCTFail("a statement succeeded with no server")
+            } catch {
+                guard case .connectionUnavailable(let reason) = error else { return XCTFail("\(error)") }
+                XCTAssertTrue(reason.contains("unreachable") && reason.contains("last error") && reason.contains("refused"), reason)
+            }
+        }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(2))
+        XCTAssertEqual(client.stats.unreachablePools, 1)
+        XCTAssertEqual(client.stats.waiters, 0)
         await client.shutdown()
         group.shutdownGracefully()
     }

@@ -440,6 +440,43 @@ final class DeliveryQueueTests: XCTestCase {
         XCTAssertEqual(devices, ["inst-123"])
     }
 
+    func testTheHeartbeatsDeviceLimitAppliesToInstallations() async throws {
+        try await env.makeUsers("carol")
+        _ = try await env.queue.heartbeat(staleAfter: .seconds(45), maxDevices: 2)
+        _ = try await env.register("carol", "socket-1", maxDevices: 2)
+        try await env.sql("INSERT INTO installations (object_id, installation_id, user_id) VALUES ('c1', 'inst-1', 'carol')")
+        do {
+            try await env.sql("INSERT INTO installations (object_id, installation_id, user_id) VALUES ('c2', 'inst-2', 'carol')")
+            XCTFail("a third device through an installation")
+        } catch {
+            XCTAssertEqual((error as? PostgresError)?.sqlState, "PR001")
+        }
+        let devices = try await env.sql("SELECT device_id FROM rt_devices WHERE user_id = 'carol' ORDER BY 1").map { $0["device_id"].string }
+        XCTAssertEqual(devices, ["inst-1", "socket-1"])
+        _ = try await env.queue.heartbeat(staleAfter: .seconds(45), maxDevices: 3)
+        try await env.sql("INSERT INTO installations (object_id, installation_id, user_id) VALUES ('c2', 'inst-2', 'carol')")
+        let limit = try await env.sql("SELECT max_devices FROM rt_settings").first?["max_devices"].int
+        XCTAssertEqual(limit, 3, "the last heartbeat's limit")
+    }
+
+    func testContactsAreRecordedByTheSendForNewPairsOnly() async throws {
+        try await env.makeUsers("kim", "paul", "sam")
+        let before = try await env.service.contacts.reached("paul", among: ["kim", "sam"])
+        XCTAssertEqual(before, [])
+        _ = try await env.sendOK("hi paul", from: "kim", to: ["paul", "ghost"])
+        XCTAssertTrue(env.service.contacts.isKnown(from: "kim", to: "paul"), "remembered after the commit")
+        let rows = try await env.sql("SELECT user_id || '>' || contact_id AS pair FROM rt_contacts ORDER BY 1").map { $0["pair"].string }
+        XCTAssertEqual(rows, ["kim>paul"], "unknown recipients are no contacts")
+        let reachedPaul = try await env.service.contacts.reached("paul", among: ["kim", "sam"])
+        XCTAssertEqual(reachedPaul, ["kim"])
+        let reachedKim = try await env.service.contacts.reached("kim", among: ["paul"])
+        XCTAssertEqual(reachedKim, [], "paul never wrote to kim")
+        try await env.sql("DELETE FROM rt_contacts")
+        _ = try await env.sendOK("again", from: "kim", to: ["paul"])
+        let again = try await env.sql("SELECT count(*) AS n FROM rt_contacts").first?["n"].int
+        XCTAssertEqual(again, 0, "a pair this node knows is not written again")
+    }
+
     func testHistoryPagesNewestFirst() async throws {
         try await env.makeUsers("alice", "bob", "carol")
         var sent: [String] = []

@@ -122,6 +122,17 @@ final class RealtimeSessionStateMachineTests: XCTestCase {
         XCTAssertEqual(machine.liveEvent(seq: 1), .skip)
     }
 
+    func testAnExpiredSessionClosesAndHandlesNothingMore() {
+        var (machine, _) = openMachine()
+        XCTAssertEqual(machine.sessionExpired(), [.close(code: 4007, reason: "session expired")])
+        XCTAssertEqual(machine.phase, .closed)
+        XCTAssertEqual(machine.receivedText(#"{"type":"message.send","id":3}"#), [])
+        XCTAssertEqual(machine.liveEvent(seq: 1), .skip)
+        XCTAssertEqual(machine.sessionExpired(), [])
+        var waiting = makeMachine()
+        XCTAssertEqual(waiting.sessionExpired(), [], "no session yet: the hello deadline applies")
+    }
+
     // MARK: Delivery cursor
 
     func testLiveEventsInOrderAreSentAtOnce() {

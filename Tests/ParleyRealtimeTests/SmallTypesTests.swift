@@ -69,3 +69,18 @@ final class SmallTypesTests: XCTestCase {
         XCTAssertEqual(try payload(ServerFrame.unqueued(["type": "call.candidates", "callId": "c"])), ["type": "call.candidates", "callId": "c"])
     }
 }
+
+final class DeviceLabelTests: XCTestCase {
+    func testALabelIsStablePerDeviceDifferentPerUserAndHidesTheId() {
+        let key = Array("k".utf8)
+        let phone = DeviceLabel.make(key: key, device: DeviceKey(userId: "bob", deviceId: "inst-1"))
+        XCTAssertEqual(phone, DeviceLabel.make(key: key, device: DeviceKey(userId: "bob", deviceId: "inst-1")))
+        XCTAssertNotEqual(phone, DeviceLabel.make(key: key, device: DeviceKey(userId: "carol", deviceId: "inst-1")))
+        XCTAssertNotEqual(phone, DeviceLabel.make(key: Array("other".utf8), device: DeviceKey(userId: "bob", deviceId: "inst-1")))
+        XCTAssertNotEqual(DeviceLabel.make(key: key, device: DeviceKey(userId: "ab", deviceId: "c")),
+                          DeviceLabel.make(key: key, device: DeviceKey(userId: "a", deviceId: "bc")), "the user and device are kept apart")
+        XCTAssertEqual(phone.utf8.count, 24)
+        XCTAssertTrue(phone.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+        XCTAssertEqual(phone, "7f28a64a5d4e2a11c5db936c", "HMAC-SHA256(\"k\", \"bob\\0inst-1\"), as Python's hmac computes it")
+    }
+}

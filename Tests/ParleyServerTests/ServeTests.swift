@@ -1,4 +1,6 @@
 import Foundation
+import ParleyMigrations
+import ParleyPostgres
 import ParleyServer
 import ParleyTestSupport
 import XCTest
@@ -36,11 +38,79 @@ final class ServeTests: XCTestCase {
         XCTAssertEqual(wrongMethod.header("Allow"), "GET, HEAD")
     }
 
+    /// PostgreSQL crashes under a running server: `/ready` and Parse requests are answered at
+    /// once (503 / 500 code 1, as docs/rest-api.md says) instead of after the pool's wait timeout,
+    /// and the server recovers by itself when PostgreSQL is back.
     func testReadyReportsUnavailableDatabase() throws {
+        let postgres = try TestPostgres.makePrivate()
+        defer { postgres.remove() }
+        let server = try ParleyServerProcess(databaseURL: try postgres.makeDatabase(prefix: "outage"))
+        let client = try TestHTTPClient(port: server.port)
+        let parse = [("X-Parse-Application-Id", "parley")]
+        XCTAssertEqual(try client.request("POST", "/parse/classes/Note", headers: parse, json: #"{"n":1}"#).status, 201)
+
+        try postgres.cluster.stop(mode: .immediate)
+        // The pools notice at their first failed reconnect (tens of milliseconds).
+        XCTAssertTrue(eventually(timeout: 5) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 503 }, server.log)
+
+        func timed(_ body: () throws -> TestHTTPClient.Response) rethrows -> (TestHTTPClient.Response, TimeInterval) {
+            let started = Date()
+            let response = try body()
+            return (response, Date().timeIntervalSince(started))
+        }
+        let (ready, readyTime) = try timed { try client.request("GET", "/ready") }
+        XCTAssertEqual(ready.status, 503)
+        XCTAssertEqual((ready.json as? [String: Any])?["status"] as? String, "unavailable")
+        XCTAssertTrue(((ready.json as? [String: Any])?["reason"] as? String ?? "").contains("unreachable"), ready.text)
+        XCTAssertLessThan(readyTime, 1)
+        for (method, path, body) in [("GET", "/parse/classes/Note", nil), ("POST", "/parse/classes/Note", #"{"n":2}"#),
+                                     ("POST", "/parse/login", #"{"username":"a","password":"b"}"#)] {
+            let (response, time) = try timed {
+                try body.map { try client.request(method, path, headers: parse, json: $0) } ?? client.request(method, path, headers: parse)
+            }
+            XCTAssertEqual(response.status, 500, "\(method) \(path): \(response.text)")
+            XCTAssertEqual((response.json as? [String: Any])?["code"] as? Int, 1, response.text)
+            XCTAssertLessThan(time, 1, "\(method) \(path)")
+        }
+        let metrics = try client.request("GET", "/metrics").text
+        XCTAssertTrue(metrics.contains("parley_postgres_unreachable 2"), metrics)
+
+        try postgres.cluster.start()
+        XCTAssertTrue(eventually(timeout: 20) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 200 }, server.log)
+        let found = try client.request("GET", "/parse/classes/Note", headers: parse)
+        XCTAssertEqual(found.status, 200, found.text)
+        XCTAssertTrue(server.log.contains("PostgreSQL reachable again"), server.log)
+    }
+
+    func testMetricsTokenGuardsMetrics() throws {
+        let token = "m-\(UUID().uuidString)"
+        let server = try ParleyServerProcess(environment: ["PARLEY_METRICS_TOKEN": token])
+        let client = try TestHTTPClient(port: server.port)
+        for authorization in [nil, "Bearer wrong", "Bearer \(token)x", "Bearer \(token.dropLast())", "Basic \(token)", "Bearer",
+                              "Bearer ", "Bearer  \(token)", "\(token)"] as [String?] {
+            let response = try client.request("GET", "/metrics", headers: authorization.map { [("Authorization", $0)] } ?? [])
+            XCTAssertEqual(response.status, 401, "\(String(describing: authorization))")
+            XCTAssertEqual(response.header("WWW-Authenticate"), #"Bearer realm="metrics""#)
+            XCTAssertFalse(response.text.contains("parley_"), response.text)
+        }
+        for authorization in ["Bearer \(token)", "bearer \(token)", "BEARER \(token)"] {
+            let response = try client.request("GET", "/metrics", headers: [("Authorization", authorization)])
+            XCTAssertEqual(response.status, 200, authorization)
+            XCTAssertTrue(response.text.contains("parley_http_requests_total"), response.text)
+        }
+        // The other health endpoints stay open.
+        XCTAssertEqual(try client.request("GET", "/health").status, 200)
+        XCTAssertEqual(try client.request("GET", "/ready").status, 200)
+    }
+
+    func testServeRefusesToStartWhenMigrationsCannotRun() throws {
         let postgres = try TestPostgres.shared()
         // A database name that does not exist: PostgreSQL answers, but every connection fails.
-        let server = try? ParleyServerProcess(databaseURL: postgres.connectionString(database: "missing_db_\(getpid())"))
-        XCTAssertNil(server, "serve must refuse to start when migrations cannot run")
+        XCTAssertThrowsError(try ParleyServerProcess(databaseURL: postgres.connectionString(database: "missing_db_\(getpid())"))) { error in
+            guard case ServerProcessError.exited(let status, let log) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(status, 1)
+            XCTAssertTrue(log.contains("missing_db_"), log)
+        }
     }
 
     func testUnknownFlagAndBadValueExitWithUsageError() throws {
@@ -128,24 +198,33 @@ final class ServeTests: XCTestCase {
 
 /// `parley serve` with no DATABASE_URL: it initialises, runs and stops its own PostgreSQL.
 final class EmbeddedDatabaseServeTests: XCTestCase {
+    /// The binary is copied out of the build tree and run from another directory with no flag
+    /// naming the repository: it carries its migrations, and the default `./.parley` is under its
+    /// working directory.
     func testServeRunsEmbeddedPostgresAndStopsItOnSIGTERM() throws {
-        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-embedded-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-        chmod(dataDirectory.path, 0o755)
-        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+        let workDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-embedded-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: workDirectory, withIntermediateDirectories: true)
+        chmod(workDirectory.path, 0o755)
+        defer { try? FileManager.default.removeItem(at: workDirectory) }
+        let binary = workDirectory.appendingPathComponent("parley")
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: ParleyServerProcess.binaryPath), to: binary)
+        let dataDirectory = workDirectory.appendingPathComponent(".parley")
 
         let port = FreePort.next()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)", "--data-dir", dataDirectory.path,
-                             "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path]
+        process.executableURL = binary
+        process.currentDirectoryURL = workDirectory
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)"]
         var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "DATABASE_URL")
+        for name in ["DATABASE_URL", "PARLEY_DATA_DIR", "PARLEY_MIGRATIONS_DIR"] { environment.removeValue(forKey: name) }
         process.environment = environment
-        let log = Pipe()
+        let logFile = workDirectory.appendingPathComponent("serve.log")
+        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logFile)
         process.standardError = log
         process.standardOutput = log
         try process.run()
+        func serverLog() -> String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
         var ready = false
         let deadline = Date().addingTimeInterval(90)
@@ -156,21 +235,25 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
             }
             usleep(100_000)
         }
-        XCTAssertTrue(ready, "embedded server never became ready")
+        XCTAssertTrue(ready, "embedded server never became ready: \(serverLog())")
         let pidFile = dataDirectory.appendingPathComponent("postgres/data/postmaster.pid").path
-        XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running under ./.parley")
+        XCTAssertTrue(serverLog().contains("latest=8") || serverLog().contains("applied migrations"), serverLog())
 
-        // `parley migrate` on the same data directory adopts the running cluster and leaves it running.
+        // `parley migrate` from yet another directory, on the same data directory (a relative path),
+        // adopts the running cluster and leaves it running.
         let migrate = Process()
-        migrate.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
-        migrate.arguments = ["migrate", "--data-dir", dataDirectory.path,
-                             "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path]
+        migrate.executableURL = binary
+        migrate.currentDirectoryURL = URL(fileURLWithPath: "/tmp")
+        migrate.arguments = ["migrate", "--data-dir", "../" + String(dataDirectory.path.dropFirst("/".count))]
         migrate.environment = environment
-        migrate.standardOutput = Pipe()
+        let output = Pipe()
+        migrate.standardOutput = output
         migrate.standardError = Pipe()
         try migrate.run()
         migrate.waitUntilExit()
         XCTAssertEqual(migrate.terminationStatus, 0)
+        XCTAssertEqual(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), "database is up to date\n")
         XCTAssertEqual(try TestHTTPClient(port: port).request("GET", "/ready").status, 200, "migrate stopped the server's database")
 
         kill(process.processIdentifier, SIGTERM)
@@ -178,4 +261,26 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: pidFile), "embedded PostgreSQL still running after shutdown")
     }
+}
+
+/// The migrations compiled into the binary are the files of `migrations/`.
+final class BundledMigrationsTests: XCTestCase {
+    func testBundledMigrationsAreTheMigrationsDirectory() throws {
+        let directory = ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path
+        let files = try Migrator.loadMigrations(from: directory)
+        let bundled = try Migrator.migrations(files: BundledMigrations.files)
+        XCTAssertEqual(bundled.map(\.fileName), files.map(\.fileName))
+        XCTAssertEqual(bundled, files, "the build embedded other text than migrations/ holds: rebuild")
+        XCTAssertGreaterThanOrEqual(bundled.count, 8)
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` seconds pass.
+func eventually(timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(50_000)
+    }
+    return condition()
 }

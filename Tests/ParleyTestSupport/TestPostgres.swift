@@ -28,6 +28,34 @@ public final class TestPostgres: Sendable {
 
     private static func start() -> Result<TestPostgres, EmbeddedPostgresError> {
         stopClustersOfDeadProcesses()
+        let started = launch()
+        atexit {
+            if case .success(let postgres) = TestPostgres.instance { postgres.remove() }
+        }
+        return started
+    }
+
+    /// A cluster of the caller's own (not the shared one), for tests that stop and start the
+    /// server. Call `remove()` when done; clusters left at exit are removed then.
+    public static func makePrivate() throws(EmbeddedPostgresError) -> TestPostgres {
+        let postgres = try launch().get()
+        privateClusters.withLock { $0.append(postgres) }
+        _ = privateClustersCleanup
+        return postgres
+    }
+
+    private static let privateClusters = Mutex<[TestPostgres]>([])
+    private static let privateClustersCleanup: Void = {
+        atexit { TestPostgres.privateClusters.withLock { clusters in for postgres in clusters { postgres.remove() } } }
+    }()
+
+    /// Stops the server at once (as in a crash) and deletes its directory.
+    public func remove() {
+        if cluster.isStarted { try? cluster.stop(mode: .immediate) }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private static func launch() -> Result<TestPostgres, EmbeddedPostgresError> {
         var template = Array("/tmp/parley-test-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             return .failure(.fileSystem(FileSystemError(call: "mkdtemp", path: "/tmp/parley-test-XXXXXX", errno: errno)))
@@ -49,12 +77,6 @@ public final class TestPostgres: Sendable {
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
             return .failure(error)
-        }
-        atexit {
-            if case .success(let postgres) = TestPostgres.instance {
-                try? postgres.cluster.stop()
-                try? FileManager.default.removeItem(atPath: postgres.directory)
-            }
         }
         return .success(TestPostgres(cluster: cluster, directory: directory, port: port))
     }

@@ -16,8 +16,10 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from calls_support import CallClient, check, create_users, log, new_call_id, run
+from calls_support import CallClient, DeviceLabels, check, create_users, log, new_call_id, run  # noqa: E402
 from realtime_support import run_on_nodes  # noqa: E402
+
+LABEL = None  # the server's device labels (DeviceLabels), set by scenario
 
 GRACE = 1.0
 DETAIL_FIELDS = ("startedAt", "progressedAt", "rungAt", "answeredAt", "establishedAt", "endedAt", "endCause", "error", "video",
@@ -38,6 +40,8 @@ async def main():
 
 async def scenario(postgres, node_a, node_b):
     users = create_users(postgres, "ccluster", "k", 3)
+    global LABEL
+    LABEL = DeviceLabels(postgres, "ccluster")
     await cross_node_call(node_a, node_b, users)
     await remote_party_lost(node_a, node_b, users)
     await remote_party_back(node_a, node_b, users)
@@ -70,7 +74,7 @@ async def cross_node_call(node_a, node_b, users):
     ok(await b_remote.call("answer", call_id, sdp=long_answer), "answer on node B")
     error(await b_local.call("answer", call_id, sdp="v=0 late"), "already_answered", "second answer on node A")
     answered = await a1.next_event("call.answered", call_id)
-    check(answered["sdp"] == long_answer and answered["deviceId"] == "bob-phone", "answered from node B, long SDP intact")
+    check(answered["sdp"] == long_answer and answered["deviceId"] == LABEL(bob, "bob-phone"), "answered from node B, long SDP intact")
     other = await b_local.next_event("call.ended", call_id)
     check(other["endCause"] == "otherDeviceAnswered", other)
     early = await b_remote.next_event("call.candidates", call_id)
@@ -116,7 +120,7 @@ async def cross_node_call(node_a, node_b, users):
         check(ended["endCause"] == "hungUp" and details["endCause"] == "hungUp", f"{device.name}: {ended}")
         for field in DETAIL_FIELDS:
             check(field in details, f"{device.name}: details lack {field}: {details}")
-        check(details["answeredDeviceId"] == "bob-phone" and details["from"] == alice and details["to"] == bob, details)
+        check(details["answeredDeviceId"] == LABEL(bob, "bob-phone") and details["from"] == alice and details["to"] == bob, details)
         check(all(details[f] is not None for f in ("startedAt", "progressedAt", "rungAt", "answeredAt", "establishedAt", "endedAt")),
               details)
         check(150 <= details["duration"] < (time.monotonic() - started) * 1000 + 50, details)

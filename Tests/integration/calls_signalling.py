@@ -20,12 +20,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from calls_support import (CallClient, ParleyServer, TempPostgres, check, create_users, free_port, log,  # noqa: E402
+from calls_support import (CallClient, DeviceLabels, ParleyServer, TempPostgres, check, create_users, free_port, log,  # noqa: E402
                            new_call_id, run)
 
 REACH, RING, GRACE = 4.0, 2.0, 1.0
 LIFETIME = REACH + RING
 TURN_SECRET = "calls-integration-secret"
+LABEL = None  # the server's device labels (DeviceLabels), set by main
 DETAIL_FIELDS = ("startedAt", "progressedAt", "rungAt", "answeredAt", "establishedAt", "endedAt", "endCause", "error", "video",
                  "duration", "setupDuration", "notifyingDuration", "ringingDuration")
 
@@ -43,6 +44,8 @@ async def main():
     ]).start()
     try:
         users = create_users(postgres, "calls", "c", 8)
+        global LABEL
+        LABEL = DeviceLabels(postgres, "calls")
         await full_call(server, users)
         await errors(server, users)
         await end_causes(server, users)
@@ -99,7 +102,7 @@ async def full_call(server, users):
     ok(await b2.call("answer", call_id, sdp="v=0 answer"), "answer b2")
     error(await b1.call("answer", call_id, sdp="v=0 late"), "already_answered", "second answer")
     answered = await a1.next_event("call.answered", call_id)
-    check(answered["sdp"] == "v=0 answer" and answered["deviceId"] == "bob-tablet", answered)
+    check(answered["sdp"] == "v=0 answer" and answered["deviceId"] == LABEL(bob, "bob-tablet"), answered)
     other = await b1.next_event("call.ended", call_id)
     check(other["endCause"] == "otherDeviceAnswered", other)
     early = await b2.next_event("call.candidates", call_id)
@@ -132,7 +135,7 @@ async def full_call(server, users):
         ended = await device.next_event("call.ended", call_id)
         check_details(ended, "hungUp", "hang up")
         details = ended["details"]
-        check(details["video"] is True and details["answeredDeviceId"] == "bob-tablet" and details["from"] == alice
+        check(details["video"] is True and details["answeredDeviceId"] == LABEL(bob, "bob-tablet") and details["from"] == alice
               and details["to"] == bob, details)
         check(all(details[f] is not None for f in ("startedAt", "progressedAt", "rungAt", "answeredAt", "establishedAt", "endedAt")), details)
         check(150 <= details["duration"] < (time.monotonic() - started) * 1000 + 50, details)
@@ -301,7 +304,7 @@ async def offline_callee(server, users):
     ok(await e1.call("ringing", call_id), "ringing after connecting")
     await a1.next_event("call.ringing", call_id)
     ok(await e1.call("answer", call_id, sdp="v=0 answer"), "answer after connecting")
-    check((await a1.next_event("call.answered", call_id))["deviceId"] == "erin-phone", "answered by the late device")
+    check((await a1.next_event("call.answered", call_id))["deviceId"] == LABEL(erin, "erin-phone"), "answered by the late device")
     ok(await e1.call("hangup", call_id), "hang up")
     await a1.next_event("call.ended", call_id)
     await e1.ack()
@@ -335,7 +338,7 @@ async def history_and_turn(server, users, turn_port, coturn):
     started = [c["startedAt"] for c in calls]
     check(started == sorted(started, reverse=True), "newest first")
     check(all(c["state"] == "ended" and c["endCause"] for c in calls), calls[:3])
-    check(calls[-1]["endCause"] == "hungUp" and calls[-1]["answeredDeviceId"] == "bob-tablet", calls[-1])
+    check(calls[-1]["endCause"] == "hungUp" and calls[-1]["answeredDeviceId"] == LABEL(bob, "bob-tablet"), calls[-1])
     for field in DETAIL_FIELDS:
         check(field in calls[0], f"history item lacks {field}")
     # Paging with before/limit walks the same list.

@@ -5,6 +5,8 @@ realtime tests' helpers). CallClient is one device on /v1/socket (the `websocket
 PyPI): requests with ids, every other frame in an event queue, and helpers for call.* frames.
 """
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 import sys
@@ -13,6 +15,17 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from realtime_support import ParleyServer, TempPostgres, check, create_users, free_port, log  # noqa: E402,F401
+
+
+class DeviceLabels:
+    """The opaque labels the server shows for devices in call.answered and call history:
+    HMAC-SHA256 under the database's key (rt_settings) of "<user>\\0<device>", 24 hex digits."""
+
+    def __init__(self, postgres, database):
+        self.key = postgres.psql(database, "SELECT device_label_key FROM rt_settings").encode()
+
+    def __call__(self, user, device):
+        return hmac.new(self.key, f"{user}\0{device}".encode(), hashlib.sha256).hexdigest()[:24]
 
 
 def new_call_id():

@@ -185,9 +185,22 @@ async def main():
         headers={"Content-Type": "application/json", "X-Parse-Application-Id": "parley", "X-Parse-Session-Token": hank_token})
     with urllib.request.urlopen(request, timeout=10) as response:
         check(response.status == 201, f"installation created: {response.status}")
+    # Any deviceType Parse accepts is stored; only ios and android installations get pushes.
+    for device, device_type in (("hank-mac", "osx"), ("hank-web", "web"), ("hank-board", "embedded")):
+        request = urllib.request.Request(server.http_url + "/parse/installations", method="POST", data=json.dumps({
+            "installationId": device, "deviceType": device_type, "deviceToken": device + "-token"}).encode(),
+            headers={"Content-Type": "application/json", "X-Parse-Application-Id": "parley", "X-Parse-Session-Token": hank_token})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            check(response.status == 201, f"{device_type} installation created: {response.status}")
+    stored = postgres.psql(database, "SELECT string_agg(device_type, ',' ORDER BY installation_id) FROM installations "
+                                     "WHERE installation_id IN ('hank-mac', 'hank-web', 'hank-board')")
+    check(stored == "embedded,osx,web", f"device types stored: {stored}")
     await send_message(a1, [hank], "hello hank")
     wait_for("hank's push", lambda: pushes_to(sink, "hank-apns"))
-    log("installation registered over /parse/installations gets pushes: ok")
+    for device in ("hank-mac", "hank-web", "hank-board"):
+        check(job_for(postgres, database, device) is None and not pushes_to(sink, device + "-token", accepted=False)
+              and not pushes_to(sink, device + "-token"), f"no push to the {device} installation")
+    log("installation registered over /parse/installations gets pushes; osx, web and embedded ones are stored and get none: ok")
 
     # 9. Metrics.
     check(metric(server, "parley_push_sent_total") >= 5, "sent total")

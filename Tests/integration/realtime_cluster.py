@@ -46,7 +46,9 @@ async def scenario(postgres, node_a, node_b):
     check(all(r["kind"] == "delivered" and r["userId"] == bob for r in receipts), receipts)
     log("receipts from node B → device on node A: ok")
 
-    # Typing and presence across nodes.
+    # Typing and presence across nodes (bob writes to alice first: presence and typing go to contacts).
+    reply = await b1.send_message([alice], "hi alice")
+    check(reply["type"] == "ok", reply)
     watch = await a1.request({"type": "presence.subscribe", "users": [bob]})
     check(watch["type"] == "ok", watch)
     state = await a1.next_event("presence", timeout=5)
