@@ -10,6 +10,8 @@ extension ParseAPI {
         let path: String
         /// Nil when no endpoint has this method and path (that sub-request fails with 107).
         let endpoint: ParseEndpoint?
+        /// False for a path no HTTP request could carry (that sub-request fails with 400 107).
+        let isWellFormed: Bool
         let parameters: PathParameters
         let query: [(name: String, value: String)]
         let body: JSONObject?
@@ -36,10 +38,10 @@ extension ParseAPI {
                 throw ParseError.invalidJSON("unsupported batch method \(methodName)")
             }
             let target = try routableTarget(rawPath)
-            guard let head = try? HTTPRequestHead(method: method, target: target) else {
-                throw ParseError.invalidJSON("cannot route batch path \(rawPath)")
-            }
-            if method == .post && head.path == RoutePath.join(configuration.mountPath, "/batch") {
+            // A path no HTTP request could carry (a NUL, a space) fails that sub-request alone,
+            // as one for an unknown route does.
+            let head = try? HTTPRequestHead(method: method, target: target)
+            if method == .post && head?.path == RoutePath.join(configuration.mountPath, "/batch") {
                 throw ParseError.invalidJSON("nested batch requests are not allowed")
             }
             var body: JSONObject?
@@ -49,7 +51,8 @@ extension ParseAPI {
                 body = bodyObject
             }
             let (endpoint, parameters) = resolve(head)
-            subs.append(SubRequest(method: method, path: head.path, endpoint: endpoint, parameters: parameters, query: head.queryParameters, body: body))
+            subs.append(SubRequest(method: method, path: head?.path ?? target, endpoint: endpoint, isWellFormed: head != nil, parameters: parameters,
+                                   query: head?.queryParameters ?? [], body: body))
         }
 
         if request.body?["transaction"]?.bool == true {
@@ -84,6 +87,7 @@ extension ParseAPI {
 
     /// Runs one sub-request through `run`, as the batch's viewer.
     private func run(_ sub: SubRequest, of batch: ParseRequest, db: any SQLExecutor) async throws -> ParseResponse {
+        guard sub.isWellFormed else { throw ParseError.invalidJSON("cannot route batch path \(sub.path)") }
         guard let endpoint = sub.endpoint else { throw ParseFailure.noRoute(method: sub.method.rawValue, path: sub.path) }
         let request = ParseRequest(
             method: sub.method, parameters: sub.parameters, query: sub.query, body: sub.body,
