@@ -99,16 +99,22 @@ public final class AccountEvents: Sendable {
     }
 
     /// Starts a LISTEN connection on `loop` so events published by other nodes and by
-    /// `parley user …` reach this node. After a reconnect (events may have been missed) every
-    /// cache is cleared. Call once; any thread.
+    /// `parley user …` reach this node. Until it listens, and whenever it is disconnected, events
+    /// may be missed: the session cache is suspended then (every session is read from
+    /// PostgreSQL) and both caches start empty once it listens again. Call once; any thread.
     public func startListening(on loop: EventLoop, configuration: PostgresConfiguration, logger: Logger = Logger(label: "accounts.events")) {
+        sessionCache.suspend()
         loop.execute { [self] in
             let listener = PostgresListener(loop: loop, configuration: configuration, logger: logger) { [self] notification in
                 apply(payload: notification.payload)
             }
-            listener.onReconnect = { [self] in
-                sessionCache.removeAll()
+            listener.onDisconnect = { [self] in
+                sessionCache.suspend()
                 userCache.removeAll()
+            }
+            listener.onListening = { [self] in
+                userCache.removeAll()
+                sessionCache.resume()
             }
             listener.listen(Self.channel)
             listener.start()

@@ -31,8 +31,10 @@ public struct Auth: Sendable, Equatable {
     }
 }
 
-/// A valid session, as the session cache holds it.
-public struct SessionInfo: Sendable, Equatable {
+/// A session, as the session cache holds it. Whether it is valid is `SessionStore`'s rule.
+///
+/// A class with constant fields: a cache hit and every `Auth` holding it copy one reference.
+public final class SessionInfo: Sendable, Equatable {
     /// The `_Session` objectId.
     public let sessionId: String
     public let token: String
@@ -47,5 +49,14 @@ public struct SessionInfo: Sendable, Equatable {
         self.userId = userId
         self.expiresAt = expiresAt
         self.installationId = installationId
+    }
+
+    /// Not expired at `now` (milliseconds since the Unix epoch): the expiry half of the validity rule.
+    @inline(__always)
+    public func isLive(at now: Int64) -> Bool { expiresAt > now }
+
+    public static func == (lhs: SessionInfo, rhs: SessionInfo) -> Bool {
+        lhs === rhs || (lhs.sessionId == rhs.sessionId && lhs.token == rhs.token && lhs.userId == rhs.userId
+            && lhs.expiresAt == rhs.expiresAt && lhs.installationId == rhs.installationId)
     }
 }

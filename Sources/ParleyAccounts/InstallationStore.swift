@@ -5,7 +5,7 @@ import ParleyPostgres
 /// `_Installation`: devices of users (push tokens), upserted by `installationId`.
 ///
 /// An installation linked to a user is that user's: only a session of the user or the master key
-/// may change it, and only they see its tokens (`ownedBy`, `json(_:viewer:)`). One that no user is
+/// may change it, and only they see its tokens (`ownedBy`; `RowJSON` writes the tokens). One that no user is
 /// linked to yet may be saved by anyone, and is linked to the user of the first session that does.
 public struct InstallationStore: Sendable {
     let schemas: SchemaStore
@@ -132,18 +132,16 @@ public struct InstallationStore: Sendable {
             error.sqlState == "23502" ? ParseError.incorrectType("installationId may not be changed in this operation") : Self.deviceLimit(error)
         }
         guard let row = rows.first else { throw ParseError.objectNotFound }
-        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
-        let data = RowJSON.data(row)
-        for field in plan.operationFields { response[field] = data[field] ?? .null }
-        return response
+        return plan.updateResponse(row, now: now)
     }
 
-    /// One installation, if readable by `auth` (its tokens only for its user or the master key).
-    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    /// One installation as JSON, if readable by `auth` (its tokens only for its user or the master key).
+    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
-        return RowJSON.select(Self.json(row, viewer: auth), keys: keys)
+        let rows = try await db.run(sql, builder.params, readOnly: true)
+        guard let installation = RowJSON.object(.installation, rows, viewer: auth, keys: keys) else { throw ParseError.objectNotFound }
+        return installation
     }
 
     /// Deletes an installation (master only, as Parse).
@@ -154,23 +152,5 @@ public struct InstallationStore: Sendable {
         guard !(try await db.run("DELETE FROM installations WHERE object_id = $1 RETURNING object_id", [.text(objectId)])).isEmpty else {
             throw ParseError.objectNotFound("Object not found for delete.")
         }
-    }
-
-    /// An installation row as Parse JSON for `viewer`: the push tokens only when the viewer is the
-    /// master key or the installation's user (a token sends pushes, with message previews, to
-    /// whoever holds the device it names).
-    public static func json(_ row: PostgresRow, viewer: Auth) -> JSONObject {
-        var object: JSONObject = ["objectId": .string(row["object_id"].string ?? "")]
-        object["installationId"] = .string(row["installation_id"].string ?? "")
-        if let type = row["device_type"].string { object["deviceType"] = .string(type) }
-        let user = row["user_id"].string
-        if viewer.isMaster || (user != nil && user == viewer.userId) {
-            if let token = row["device_token"].string { object["deviceToken"] = .string(token) }
-            if let token = row["voip_device_token"].string { object["voipDeviceToken"] = .string(token) }
-        }
-        if let user { object["user"] = ParseValue.pointer(className: ClassName.user, objectId: user) }
-        for (key, value) in RowJSON.data(row) where object[key] == nil && !coreFields.contains(key) { object[key] = value }
-        RowJSON.addMetadata(row, to: &object)
-        return object
     }
 }

@@ -47,14 +47,15 @@ public struct ObjectStore: Sendable {
         throw ParseError.internalError("could not allocate a unique objectId")
     }
 
-    /// One object, if readable by `auth`; 101 otherwise.
-    public func get(className: String, objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    /// One object as JSON, if readable by `auth`; 101 otherwise.
+    public func get(className: String, objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         try Self.validate(className: className)
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
-        return RowJSON.select(Self.json(row), keys: keys)
+        let rows = try await db.run(sql, builder.params, readOnly: true)
+        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys) else { throw ParseError.objectNotFound }
+        return object
     }
 
     /// Applies an update body atomically (one UPDATE; operations are jsonb expressions on the
@@ -73,10 +74,7 @@ public struct ObjectStore: Sendable {
         let sql = "UPDATE objects SET \(assignments.joined(separator: ", ")) WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
         guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
-        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
-        let data = RowJSON.data(row)
-        for field in plan.operationFields { response[field] = data[field] ?? .null }
-        return response
+        return plan.updateResponse(row, now: now)
     }
 
     /// Deletes an object if writable by `auth`; 101 otherwise.
@@ -86,13 +84,5 @@ public struct ObjectStore: Sendable {
         let sql = "DELETE FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING object_id"
         guard !(try await db.run(sql, builder.params)).isEmpty else { throw ParseError.objectNotFound("Object not found for delete.") }
-    }
-
-    /// An object row as Parse JSON.
-    public static func json(_ row: PostgresRow) -> JSONObject {
-        var object: JSONObject = ["objectId": .string(row["object_id"].string ?? "")]
-        for (key, value) in RowJSON.data(row) where object[key] == nil { object[key] = value }
-        RowJSON.addMetadata(row, to: &object)
-        return object
     }
 }

@@ -2,7 +2,7 @@ import ParleyJSON
 import ParleyPostgres
 
 /// Runs Parse queries (`GET /classes/:name`, `GET /users`, `GET /installations`) through the
-/// query compiler and turns the rows into Parse JSON for the caller.
+/// query compiler and writes the rows as the response body (`RowJSON`) for the caller.
 public struct QueryRunner: Sendable {
     /// SELECTs of the query shapes seen, so repeated shapes skip the compiler.
     public let compiledQueries: CompiledQueryCache
@@ -11,32 +11,19 @@ public struct QueryRunner: Sendable {
         self.compiledQueries = compiledQueries
     }
 
-    /// The rows of `query` readable by `auth`, and the count when `query.count` is set.
-    public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> (results: [JSONObject], count: Int?) {
-        let (rows, count) = try await fetch(query, auth: auth, on: db)
-        var results: [JSONObject] = []
-        if let rows {
-            results.reserveCapacity(rows.count)
-            let output = RowOutput(query, auth: auth)
-            for row in rows { results.append(output.object(row)) }
-        }
-        return (results, count)
-    }
-
-    /// `find` as the JSON response body `{"results":[…]}` (plus `"count"`): the same bytes as
-    /// serializing `find`'s objects, but user and generic-class rows are written straight from
-    /// the result (`RowJSONWriter`) instead of being built as objects first.
-    public func findJSON(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// The response body of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows
+    /// written by `RowJSON`.
+    public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let (rows, count) = try await fetch(query, auth: auth, on: db)
         return RowOutput(query, auth: auth).body(rows, count: count)
     }
 
-    /// `findJSON` without a task, for a query without `count` and a caller on an event loop
-    /// thread (an inline HTTP answer): one read through `database`, and `completion` runs on
-    /// that loop, once.
-    public func findJSON(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
-                         completion: @escaping (Result<[UInt8], ParseError>) -> Void) {
-        precondition(!query.count, "a counting find takes two statements: use the async findJSON")
+    /// `find` without a task, for a query without `count` and a caller on an event loop thread
+    /// (an inline HTTP answer): the same statement and the same writer, through one read of
+    /// `database`; `completion` runs on that loop, once.
+    public func find(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
+                     completion: @escaping (Result<[UInt8], ParseError>) -> Void) {
+        precondition(!query.count, "a counting find takes two statements: use the async find")
         let compiled: CompiledQuery?
         do {
             compiled = try select(query, auth: auth)
@@ -120,58 +107,20 @@ extension ParseError {
     }
 }
 
-/// What turns a find's rows into Parse JSON: the class, `keys` and the viewer.
+/// What turns a find's rows into its response body: the class, `keys` and the viewer.
 private struct RowOutput {
-    let className: String
+    let kind: RowJSON.Kind
     let keys: [String]?
     let viewer: Auth
 
     init(_ query: ParseQuery, auth: Auth) {
-        className = query.className
+        kind = RowJSON.Kind(className: query.className)
         keys = query.keys
         viewer = auth
     }
 
-    /// One row as the Parse object of its class, reduced to `keys` when given.
-    func object(_ row: PostgresRow) -> JSONObject {
-        let json: JSONObject
-        switch className {
-        case ClassName.user: json = UserStore.json(row, viewer: viewer)
-        case ClassName.installation: json = InstallationStore.json(row, viewer: viewer)
-        case ClassName.session: json = SessionStore.json(row)
-        default: json = ObjectStore.json(row)
-        }
-        return RowJSON.select(json, keys: keys)
-    }
-
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32 + (rows?.count ?? 0) * 512)
-        bytes.append(contentsOf: #"{"results":["#.utf8)
-        if let rows, !rows.isEmpty {
-            let isUser = className == ClassName.user
-            let writesDirectly = keys == nil && (isUser || TableLayout.forClass(className).table == "objects")
-            let writer = writesDirectly ? RowJSONWriter(rows.columns) : nil
-            for (position, row) in rows.enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                if let writer {
-                    if isUser {
-                        writer.writeUser(row, viewer: viewer, into: &bytes)
-                    } else {
-                        writer.writeObject(row, into: &bytes)
-                    }
-                } else {
-                    JSONValue.object(object(row)).serialize(into: &bytes)
-                }
-            }
-        }
-        bytes.append(UInt8(ascii: "]"))
-        if let count {
-            bytes.append(contentsOf: #","count":"#.utf8)
-            JSONValue.int(Int64(count)).serialize(into: &bytes)
-        }
-        bytes.append(UInt8(ascii: "}"))
-        return bytes
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys)
     }
 }

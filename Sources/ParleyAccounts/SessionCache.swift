@@ -4,7 +4,15 @@ import Synchronization
 
 /// Valid sessions by token, in memory: bounded (oldest entries evicted first) and each entry
 /// trusted for a TTL only. Invalidated by token or by user on logout, revoke, ban, password
-/// change and delete. Misses and expired entries go back to PostgreSQL.
+/// change and delete, on this node and (through `AccountEvents`) on every other. Misses and
+/// expired entries go back to PostgreSQL.
+///
+/// Two rules keep a revoked or banned session from being served from memory:
+/// - A session read from PostgreSQL is cached only if no invalidation happened since the read
+///   began (`mark()`, then `put(_:since:)`): an event that arrived while the read was in flight
+///   may concern that very session.
+/// - While this node may be missing events (its LISTEN connection is down or not yet up) the
+///   cache is `suspend`ed: it serves nothing and keeps nothing, so every lookup reads PostgreSQL.
 ///
 /// Entries are found by a digest of the token and then checked against the token itself, so a
 /// lookup can use a header's bytes without making a string. The digest is cheap, not secret:
@@ -23,6 +31,15 @@ public final class SessionCache: Sendable {
         /// Insertion order for eviction; may hold tokens already removed (skipped).
         var order: [String] = []
         var head = 0
+        /// Invalidations so far (see `Mark`).
+        var epoch: UInt64 = 0
+        /// False while suspended.
+        var trusted = true
+    }
+
+    /// The invalidation count when a read from PostgreSQL began.
+    public struct Mark: Sendable {
+        fileprivate let epoch: UInt64
     }
 
     private let state = Mutex(State())
@@ -34,6 +51,11 @@ public final class SessionCache: Sendable {
         self.capacity = max(1, capacity)
         self.ttlMilliseconds = ttlSeconds * 1000
         self.clock = clock
+    }
+
+    /// Taken before reading a session from PostgreSQL, for `put(_:since:)`.
+    public func mark() -> Mark {
+        Mark(epoch: state.withLock { $0.epoch })
     }
 
     /// The cached session for `token` if fresh and not expired.
@@ -48,7 +70,7 @@ public final class SessionCache: Sendable {
         let now = clock()
         return state.withLock { state -> SessionInfo? in
             guard let entry = state.entries[key], Self.bytes(token, equal: entry.info.token) else { return nil }
-            guard now - entry.cachedAt < ttlMilliseconds, entry.info.expiresAt > now else {
+            guard now - entry.cachedAt < ttlMilliseconds, entry.info.isLive(at: now) else {
                 Self.remove(entry.info.token, from: &state)
                 return nil
             }
@@ -56,11 +78,14 @@ public final class SessionCache: Sendable {
         }
     }
 
-    public func put(_ info: SessionInfo) {
+    /// Caches a session read (or created) after `mark` was taken, unless something was
+    /// invalidated since or the cache is suspended.
+    public func put(_ info: SessionInfo, since mark: Mark) {
         guard ttlMilliseconds > 0 else { return }
         let now = clock()
         let key = Self.digest(info.token)
         state.withLock { state in
+            guard state.trusted, state.epoch == mark.epoch else { return }
             if let other = state.entries[key]?.info.token, other != info.token {
                 // Another token with the same digest: this one takes its place.
                 Self.remove(other, from: &state)
@@ -84,12 +109,16 @@ public final class SessionCache: Sendable {
 
     /// Drops one token.
     public func invalidate(token: String) {
-        state.withLock { state in Self.remove(token, from: &state) }
+        state.withLock { state in
+            state.epoch &+= 1
+            Self.remove(token, from: &state)
+        }
     }
 
     /// Drops every cached session of a user.
     public func invalidate(userId: String) {
         state.withLock { state in
+            state.epoch &+= 1
             for token in state.tokensByUser[userId] ?? [] {
                 let key = Self.digest(token)
                 if state.entries[key]?.info.token == token { state.entries[key] = nil }
@@ -100,8 +129,21 @@ public final class SessionCache: Sendable {
 
     /// Drops everything (after missed cross-node events).
     public func removeAll() {
-        state.withLock { $0 = State() }
+        state.withLock { state in state = State(epoch: state.epoch &+ 1, trusted: state.trusted) }
     }
+
+    /// Drops everything and serves nothing until `resume()`: events may be missed meanwhile.
+    public func suspend() {
+        state.withLock { state in state = State(epoch: state.epoch &+ 1, trusted: false) }
+    }
+
+    /// Serves and caches again, starting empty (call once events are received again).
+    public func resume() {
+        state.withLock { state in state = State(epoch: state.epoch &+ 1, trusted: true) }
+    }
+
+    /// Whether the cache serves sessions (false while suspended).
+    public var isTrusted: Bool { state.withLock { $0.trusted } }
 
     /// Number of cached sessions.
     public var count: Int { state.withLock { $0.entries.count } }

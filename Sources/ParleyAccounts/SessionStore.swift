@@ -44,8 +44,10 @@ public struct SessionStore: Sendable {
     }
 
     /// Creates a session. As Parse does, other sessions of the same user and installation are
-    /// removed first (one session per device).
-    public func create(userId: String, action: Action, installationId: String?, on db: any SQLExecutor) async throws(ParseError) -> SessionInfo {
+    /// removed first (one session per device). `mark` is the session cache's mark taken before
+    /// the caller read the user (its ban state).
+    public func create(userId: String, action: Action, installationId: String?, since mark: SessionCache.Mark,
+                       on db: any SQLExecutor) async throws(ParseError) -> SessionInfo {
         let now = UTCTime.nowMilliseconds()
         var builder = SQLBuilder()
         let (insert, info) = insertSQL(userId: userId, action: action, installationId: installationId, now: now, builder: &builder)
@@ -56,23 +58,44 @@ public struct SessionStore: Sendable {
             }
         }
         try await db.run(insert, builder.params)
-        cache.put(info)
+        cache.put(info, since: mark)
         return info
     }
 
-    /// The valid session for `token`: 209 when unknown, revoked or expired.
+    // MARK: The session-validity rule
+
+    // A session token is valid while its row exists (logout, revocation, password change and
+    // deletion delete it), it has not expired (`SessionInfo.isLive`) and its user is not banned.
+    // PostgreSQL answers all three in `lookup`'s one statement; the cache answers from memory
+    // only what that statement answered and no event has invalidated since (`SessionCache`).
+    // Every path asks here: the REST pipeline (`/parse`, its inline answers, batch
+    // sub-requests through their batch), `/v1` and the socket `hello` (through the server's
+    // `RealtimeAuthenticator`).
+
+    /// The valid session for `token`: 209 when unknown, revoked, expired or of a banned user.
     public func lookup(_ token: String, on db: any SQLExecutor) async throws(ParseError) -> SessionInfo {
         if let cached = cache.get(token) { return cached }
         guard Self.isWellFormed(token) else { throw ParseError.invalidSession }
-        let rows = try await db.run("SELECT object_id, user_id, installation_id, expires_at FROM sessions WHERE token = $1", [.text(token)], readOnly: true)
+        let mark = cache.mark()
+        let rows = try await db.run("""
+            SELECT s.object_id, s.user_id, s.installation_id, s.expires_at FROM sessions s
+            JOIN users u ON u.object_id = s.user_id WHERE s.token = $1 AND NOT u.banned
+            """, [.text(token)], readOnly: true)
         guard let row = rows.first, let sessionId = row["object_id"].string, let userId = row["user_id"].string,
               let expiresAt = row["expires_at"].timestampMilliseconds else {
             throw ParseError.invalidSession
         }
-        guard expiresAt > UTCTime.nowMilliseconds() else { throw ParseError.expiredSession }
         let info = SessionInfo(sessionId: sessionId, token: token, userId: userId, expiresAt: expiresAt, installationId: row["installation_id"].string)
-        cache.put(info)
+        guard info.isLive(at: UTCTime.nowMilliseconds()) else { throw ParseError.expiredSession }
+        cache.put(info, since: mark)
         return info
+    }
+
+    /// `lookup` answered from memory alone, for a token's UTF-8 bytes read in place (an inline
+    /// answer on the event loop); nil when only PostgreSQL can tell.
+    @inline(__always)
+    public func cachedSession(token: UnsafeBufferPointer<UInt8>) -> SessionInfo? {
+        cache.get(token: token)
     }
 
     /// Deletes the session with this token (logout). Returns whether one existed.
@@ -114,47 +137,35 @@ public struct SessionStore: Sendable {
         return rows.count
     }
 
-    /// Sessions of one user (or of everyone for nil), newest first.
-    public func list(userId: String?, limit: Int, skip: Int, on db: any SQLExecutor) async throws(ParseError) -> [JSONObject] {
+    /// Sessions of one user (or of everyone for nil), newest first, as `{"results":[…]}`.
+    public func list(userId: String?, limit: Int, skip: Int, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         var sql = "SELECT \(Self.columns) FROM sessions"
         if let userId { sql += " WHERE user_id = \(builder.bind(.text(userId)))" }
         sql += " ORDER BY created_at DESC, object_id LIMIT \(builder.bind(.int(limit))) OFFSET \(builder.bind(.int(skip)))"
-        return try await db.run(sql, builder.params).map(Self.json)
+        return RowJSON.results(.session, try await db.run(sql, builder.params), count: nil, viewer: .master, keys: nil)
     }
 
-    /// One session by objectId, if `auth` may see it (owner or master).
-    public func get(sessionId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    /// One session by objectId as JSON, if `auth` may see it (owner or master).
+    public func get(sessionId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         var sql = "SELECT \(Self.columns) FROM sessions WHERE object_id = \(builder.bind(.text(sessionId)))"
         if !auth.isMaster {
             guard let userId = auth.userId else { throw ParseError.objectNotFound }
             sql += " AND user_id = \(builder.bind(.text(userId)))"
         }
-        guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
-        return Self.json(row)
+        guard let session = RowJSON.object(.session, try await db.run(sql, builder.params), viewer: auth, keys: keys) else {
+            throw ParseError.objectNotFound
+        }
+        return session
     }
 
-    /// The session of a token as Parse renders `_Session`.
-    public func get(token: String, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
-        guard let row = try await db.run("SELECT \(Self.columns) FROM sessions WHERE token = $1", [.text(token)]).first else {
+    /// The session of a token as JSON (`GET /sessions/me`).
+    public func get(token: String, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        let rows = try await db.run("SELECT \(Self.columns) FROM sessions WHERE token = $1", [.text(token)])
+        guard let session = RowJSON.object(.session, rows, viewer: .master) else {
             throw ParseError.invalidSessionToken("Session token not found.")
         }
-        return Self.json(row)
-    }
-
-    /// A session row as `_Session` JSON.
-    static func json(_ row: PostgresRow) -> JSONObject {
-        var object = JSONObject()
-        object["objectId"] = .string(row["object_id"].string ?? "")
-        object["sessionToken"] = .string(row["token"].string ?? "")
-        object["user"] = ParseValue.pointer(className: ClassName.user, objectId: row["user_id"].string ?? "")
-        if let text = row["created_with"].json, let value = try? JSONParser().parse(text) { object["createdWith"] = value }
-        if let installation = row["installation_id"].string { object["installationId"] = .string(installation) }
-        object["restricted"] = .bool(row["restricted"].bool ?? false)
-        if let expires = row["expires_at"].timestampMilliseconds { object["expiresAt"] = ParseValue.date(milliseconds: expires) }
-        if let created = row["created_at"].timestampMilliseconds { object["createdAt"] = .string(UTCTime.iso8601(milliseconds: created)) }
-        if let updated = row["updated_at"].timestampMilliseconds { object["updatedAt"] = .string(UTCTime.iso8601(milliseconds: updated)) }
-        return object
+        return session
     }
 }

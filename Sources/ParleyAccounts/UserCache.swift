@@ -7,10 +7,7 @@ import Synchronization
 /// after at most the TTL (Parse Server caches users the same way).
 public final class UserCache: Sendable {
     private struct Entry {
-        let user: JSONObject
-        /// `user` serialized up to an added `"sessionToken":` (the token, as a JSON string, and
-        /// the closing brace are appended per request).
-        let tokenPrefix: [UInt8]
+        let user: SessionUserJSON
         let cachedAt: Int64
     }
 
@@ -25,21 +22,9 @@ public final class UserCache: Sendable {
         self.clock = clock
     }
 
-    public func get(_ userId: String) -> JSONObject? {
-        entry(userId)?.user
-    }
-
-    /// The cached user serialized with `"sessionToken":token` added, without building an object:
-    /// the prefix and the token are written into one allocation of the final size (a token that
-    /// needs escapes, never one Parley makes, grows it once).
+    /// The cached user's JSON with `"sessionToken":token` added (`SessionUserJSON.adding`).
     public func serialized(_ userId: String, sessionToken: String) -> [UInt8]? {
-        guard let entry = entry(userId) else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(entry.tokenPrefix.count + sessionToken.utf8.count + 3)
-        bytes.append(contentsOf: entry.tokenPrefix)
-        JSONSerializer.writeString(sessionToken, into: &bytes)
-        bytes.append(UInt8(ascii: "}"))
-        return bytes
+        entry(userId)?.user.adding(sessionToken: sessionToken)
     }
 
     private func entry(_ userId: String) -> Entry? {
@@ -54,13 +39,10 @@ public final class UserCache: Sendable {
         }
     }
 
-    public func put(_ userId: String, _ user: JSONObject) {
+    /// Caches a user as it sees itself (written by `RowJSON` for that viewer).
+    public func put(_ userId: String, _ user: SessionUserJSON) {
         guard ttlMilliseconds > 0 else { return }
         let now = clock()
-        var prefix: [UInt8] = []
-        JSONValue.object(user).serialize(into: &prefix)
-        prefix.removeLast()
-        prefix.append(user.isEmpty ? #""sessionToken":"# : #","sessionToken":"#)
         entries.withLock { entries in
             if entries.count >= capacity, entries[userId] == nil {
                 // Drop expired entries; if none, drop an arbitrary eighth to stay bounded.
@@ -71,7 +53,7 @@ public final class UserCache: Sendable {
                     for key in expired { entries[key] = nil }
                 }
             }
-            entries[userId] = Entry(user: user, tokenPrefix: prefix, cachedAt: now)
+            entries[userId] = Entry(user: user, cachedAt: now)
         }
     }
 
@@ -84,4 +66,30 @@ public final class UserCache: Sendable {
     }
 
     public var count: Int { entries.withLock { $0.count } }
+}
+
+/// A user's JSON as `me` and login answer it: the user as it sees itself plus the caller's
+/// `"sessionToken"`, which is added last. Kept serialized up to `"sessionToken":`, so adding a
+/// token is one allocation of the final size and two copies.
+public struct SessionUserJSON: Sendable {
+    private let prefix: [UInt8]
+
+    /// `user` is a serialized JSON object.
+    public init(user: [UInt8]) {
+        var prefix = user
+        precondition(prefix.last == UInt8(ascii: "}"), "not a serialized JSON object")
+        prefix.removeLast()
+        prefix.append(prefix.count == 1 ? #""sessionToken":"# : #","sessionToken":"#)
+        self.prefix = prefix
+    }
+
+    /// The user with `"sessionToken":token` as its last member.
+    public func adding(sessionToken: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(prefix.count + sessionToken.utf8.count + 3)
+        bytes.append(contentsOf: prefix)
+        JSONSerializer.writeString(sessionToken, into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
 }

@@ -51,6 +51,7 @@ public struct UserStore: Sendable {
         let emailVerified = try Self.emailVerified(plan.core["emailVerified"], auth: auth)
         try await schemas.resolve(className: ClassName.user, record: plan.fieldTypes, on: db)
         try await checkAvailable(username: username, email: email, excluding: nil, on: db)
+        let mark = sessions.cache.mark()
         let hash = try await hasher.hash(password, on: pool)
 
         let now = UTCTime.nowMilliseconds()
@@ -96,7 +97,7 @@ public struct UserStore: Sendable {
                 }
                 throw ParseError.database(error)
             }
-            if let session { sessions.cache.put(session) }
+            if let session { sessions.cache.put(session, since: mark) }
             return SignUpResult(objectId: objectId, createdAt: now, session: session)
         }
         throw ParseError.internalError("could not allocate a unique objectId")
@@ -106,7 +107,8 @@ public struct UserStore: Sendable {
 
     /// Checks credentials and opens a session. Any mismatch (unknown user, wrong password, banned,
     /// no password set) is 101 "Invalid username/password." after the same argon2id work.
-    public func logIn(username: String?, email: String?, password: String?, installationId: String?, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    /// Answers the user as it sees itself, with its new `sessionToken`.
+    public func logIn(username: String?, email: String?, password: String?, installationId: String?, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let username = username.flatMap { $0.isEmpty ? nil : $0 }
         let email = email.flatMap { $0.isEmpty ? nil : $0 }
         guard username != nil || email != nil else { throw ParseError.usernameMissing("username/email is required.") }
@@ -127,6 +129,8 @@ public struct UserStore: Sendable {
         default:
             throw ParseError.usernameMissing("username/email is required.")
         }
+        // Before the read of `banned`: a ban published meanwhile keeps the new session uncached.
+        let mark = sessions.cache.mark()
         let rows = try await db.run("""
             SELECT \(Self.columns), password_hash, banned, failed_logins, locked_until FROM users WHERE \(condition) LIMIT 2
             """, builder.params)
@@ -150,10 +154,8 @@ public struct UserStore: Sendable {
         }
         guard valid, row["banned"].bool != true else { throw ParseError.invalidLogin }
 
-        let session = try await sessions.create(userId: userId, action: .login, installationId: installationId, on: db)
-        var user = Self.json(row, viewer: Auth(isMaster: false, user: session, installationId: installationId))
-        user["sessionToken"] = .string(session.token)
-        return user
+        let session = try await sessions.create(userId: userId, action: .login, installationId: installationId, since: mark, on: db)
+        return Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
     }
 
     private var lockedError: ParseError {
@@ -175,35 +177,37 @@ public struct UserStore: Sendable {
 
     // MARK: Reads
 
-    /// The user of a session, with `sessionToken` (GET /users/me). 209 if the user is gone.
-    public func me(session: SessionInfo, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
-        if var cached = cache.get(session.userId) {
-            cached["sessionToken"] = .string(session.token)
-            return cached
-        }
-        guard let row = try await db.run("SELECT \(Self.columns) FROM users WHERE object_id = $1", [.text(session.userId)], readOnly: true).first else {
-            throw ParseError.invalidSession
-        }
-        var user = Self.json(row, viewer: Auth(isMaster: false, user: session, installationId: nil))
+    /// The user of a session as it sees itself, with `sessionToken` (GET /users/me), from the
+    /// cache when it has the user. 209 if the user is gone.
+    public func me(session: SessionInfo, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        if let bytes = cache.serialized(session.userId, sessionToken: session.token) { return bytes }
+        let rows = try await db.run("SELECT \(Self.columns) FROM users WHERE object_id = $1", [.text(session.userId)], readOnly: true)
+        guard let row = rows.first else { throw ParseError.invalidSession }
+        let user = Self.sessionUser(rows, row: row, session: session)
         if !(db is PostgresTransaction) { cache.put(session.userId, user) }
-        user["sessionToken"] = .string(session.token)
+        return user.adding(sessionToken: session.token)
+    }
+
+    /// A user row (the first of `rows`) as the session's own user sees it.
+    private static func sessionUser(_ rows: PostgresRows, row: PostgresRow, session: SessionInfo) -> SessionUserJSON {
+        var bytes: [UInt8] = []
+        RowJSON(.user, columns: rows.columns, viewer: Auth(isMaster: false, user: session, installationId: nil)).write(row, into: &bytes)
+        return SessionUserJSON(user: bytes)
+    }
+
+    /// One user as JSON, if readable by `auth`; 101 otherwise.
+    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        var builder = SQLBuilder()
+        let sql = "SELECT \(Self.columns) FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
+        guard let user = RowJSON.object(.user, try await db.run(sql, builder.params, readOnly: true), viewer: auth, keys: keys) else {
+            throw ParseError.objectNotFound
+        }
         return user
     }
 
-    /// `me` as serialized JSON, straight from the cache when it has the user.
-    public func meJSON(session: SessionInfo, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
-        if let bytes = cache.serialized(session.userId, sessionToken: session.token) { return bytes }
-        var bytes: [UInt8] = []
-        JSONValue.object(try await me(session: session, on: db)).serialize(into: &bytes)
-        return bytes
-    }
-
-    /// One user, if readable by `auth`; 101 otherwise.
-    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
-        var builder = SQLBuilder()
-        let sql = "SELECT \(Self.columns) FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let row = try await db.run(sql, builder.params, readOnly: true).first else { throw ParseError.objectNotFound }
-        return RowJSON.select(Self.json(row, viewer: auth), keys: keys)
+    /// Whether a user with this objectId exists (banned or not).
+    public func exists(objectId: String, on db: any SQLExecutor) async throws(ParseError) -> Bool {
+        !(try await db.run("SELECT 1 FROM users WHERE object_id = $1", [.text(objectId)], readOnly: true)).isEmpty
     }
 
     /// The objectId of a user named by objectId or username (admin tools).
@@ -268,14 +272,11 @@ public struct UserStore: Sendable {
         if passwordChanged {
             let keep = auth.userId == objectId ? auth.user?.sessionId : nil
             try await sessions.revokeAll(userId: objectId, keeping: keep, reason: .passwordChanged, on: db)
-            if let current = auth.user, current.userId == objectId { sessions.cache.put(current) }
+            if let current = auth.user, current.userId == objectId { sessions.cache.put(current, since: sessions.cache.mark()) }
         } else {
             try await sessions.events.publish(.userChanged(userId: objectId), on: db)
         }
-        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
-        let data = RowJSON.data(row)
-        for field in plan.operationFields { response[field] = data[field] ?? .null }
-        return response
+        return plan.updateResponse(row, now: now)
     }
 
     /// Deletes a user (its sessions go with it). Only the user or master: 206 otherwise.
@@ -317,19 +318,6 @@ public struct UserStore: Sendable {
     }
 
     // MARK: Helpers
-
-    /// A user row as Parse JSON for `viewer`: `email` only for the user itself or master.
-    public static func json(_ row: PostgresRow, viewer: Auth) -> JSONObject {
-        let objectId = row["object_id"].string ?? ""
-        var object: JSONObject = ["objectId": .string(objectId), "username": .string(row["username"].string ?? "")]
-        if viewer.isMaster || viewer.userId == objectId {
-            if let email = row["email"].string { object["email"] = .string(email) }
-        }
-        if let verified = row["email_verified"].bool { object["emailVerified"] = .bool(verified) }
-        for (key, value) in RowJSON.data(row) where object[key] == nil { object[key] = value }
-        RowJSON.addMetadata(row, to: &object)
-        return object
-    }
 
     static func email(_ value: JSONValue?) throws(ParseError) -> String? {
         guard let value, !value.isNull else { return nil }

@@ -1,4 +1,5 @@
 import ParleyJSON
+import ParleyLog
 import ParleyPostgres
 
 /// A create or update body taken apart: plain values to set, field operations, the ACL, and the
@@ -138,5 +139,17 @@ public struct WritePlan: Sendable {
     /// The fields to echo back after an update (Parse returns the results of operations).
     public var operationFields: [String] {
         operations.filter { $0.operation != .delete }.map(\.field)
+    }
+
+    /// An update's answer: `{updatedAt}` plus the new value of every field changed by an
+    /// operation (as Parse Server), read from the `data` column the UPDATE returned.
+    func updateResponse(_ row: PostgresRow, now: Int64) -> JSONObject {
+        var response: JSONObject = ["updatedAt": .string(UTCTime.iso8601(milliseconds: now))]
+        let fields = operationFields
+        guard !fields.isEmpty else { return response }
+        var data = JSONObject()
+        if let text = row["data"].json, case .object(let object)? = try? JSONParser().parse(text) { data = object }
+        for field in fields { response[field] = data[field] ?? .null }
+        return response
     }
 }

@@ -4,8 +4,7 @@ import ParleyRealtime
 
 /// `GET /v1/calls` (the user's call history, newest first, paged with `before=<callId>` and
 /// `limit`) and `GET /v1/turn` (TURN credentials, `{}` when TURN is not configured).
-/// Authenticated like `/v1/messages`: `Authorization: Bearer <session token>` or
-/// `X-Parse-Session-Token`.
+/// Authenticated like every `/v1` endpoint (`RealtimeAuthenticator.authenticate(_:)`).
 public struct CallEndpoints: Sendable {
     static let defaultLimit = 50
 
@@ -42,28 +41,17 @@ public struct CallEndpoints: Sendable {
         }
     }
 
-    /// The user of the request's session token.
-    static func authenticate(_ request: HTTPRequest, _ authenticator: any RealtimeAuthenticator) async throws(CallEndpointError) -> String {
-        var token = request.headers["x-parse-session-token"]
-        if token == nil, let authorization = request.headers["authorization"] {
-            let parts = authorization.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]) }
-        }
-        guard let token, !token.isEmpty else { throw CallEndpointError(401, "invalid_session", "a session token is required") }
-        let userId: String?
-        do {
-            userId = try await authenticator.authenticate(sessionToken: token)?.userId
+    /// The user of the request's session token (the `/v1` rule: `RealtimeAuthenticator.authenticate(_:)`).
+    static func authenticate(_ request: HTTPRequest, _ authenticator: any RealtimeAuthenticator) async throws(RealtimeRESTError) -> String {
+        do throws(RealtimeFailure) {
+            return try await authenticator.authenticate(request).userId
         } catch {
-            throw CallEndpointError(503, "unavailable", "the database is unavailable; retry later")
+            throw RealtimeRESTError(error)
         }
-        guard let userId else { throw CallEndpointError(401, "invalid_session", "invalid session token") }
-        return userId
     }
 
     static func json(_ status: HTTPStatus, _ value: JSONValue) -> HTTPResponse {
-        var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        return HTTPResponse(status: status, headers: headers, body: value.serialized())
+        RealtimeRESTError.json(status, value)
     }
 }
 

@@ -22,14 +22,20 @@ public final class Route: Sendable {
     let parameterNames: [String]
     /// For a route registered with `constant`: the response its inline handler returns, serialized.
     let constant: ConstantResponse?
+    /// What the registering layer attached to the route (opaque to HTTP), so it can resolve
+    /// requests of its own against the same table: Parse's batch sub-requests find their endpoint
+    /// this way (`RouteTable.match(_:)`).
+    public let payload: (any Sendable)?
 
-    init(method: HTTPMethod, pattern: String, handler: RouteHandler, index: Int, parameterNames: [String], constant: ConstantResponse?) {
+    init(method: HTTPMethod, pattern: String, handler: RouteHandler, index: Int, parameterNames: [String], constant: ConstantResponse?,
+         payload: (any Sendable)?) {
         self.method = method
         self.pattern = pattern
         self.handler = handler
         self.index = index
         self.parameterNames = parameterNames
         self.constant = constant
+        self.payload = payload
     }
 }
 
@@ -55,10 +61,10 @@ public final class Router {
         return self
     }
 
-    /// Registers an async handler.
+    /// Registers an async handler (with an optional `payload`, see `Route.payload`).
     @discardableResult
-    public func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPHandler) -> Router {
-        register(method, pattern, middlewares: middlewares, handler: handler)
+    public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, use handler: @escaping HTTPHandler) -> Router {
+        register(method, pattern, middlewares: middlewares, payload: payload, handler: handler)
         return self
     }
 
@@ -72,8 +78,9 @@ public final class Router {
     /// would make (authentication, rate limits) `inline` must make itself, or return false;
     /// logging middleware does not see inline answers (the observer does).
     @discardableResult
-    public func on(_ method: HTTPMethod, _ pattern: String, inline: @escaping HTTPInlineAttempt, else handler: @escaping HTTPHandler) -> Router {
-        register(method, pattern, middlewares: middlewares, inline: inline, handler: handler)
+    public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, inline: @escaping HTTPInlineAttempt,
+                   else handler: @escaping HTTPHandler) -> Router {
+        register(method, pattern, middlewares: middlewares, inline: inline, payload: payload, handler: handler)
         return self
     }
 
@@ -122,7 +129,7 @@ public final class Router {
 
     func register(
         _ method: HTTPMethod, _ pattern: String, middlewares: [any HTTPMiddleware], inline: HTTPInlineAttempt? = nil,
-        handler: @escaping HTTPHandler
+        payload: (any Sendable)? = nil, handler: @escaping HTTPHandler
     ) {
         var wrapped = handler
         if !middlewares.isEmpty {
@@ -132,13 +139,13 @@ public final class Router {
             }
         }
         if let inline {
-            register(method, pattern, handler: .inlineFirst(inline, wrapped))
+            register(method, pattern, handler: .inlineFirst(inline, wrapped), payload: payload)
         } else {
-            register(method, pattern, handler: .async(wrapped))
+            register(method, pattern, handler: .async(wrapped), payload: payload)
         }
     }
 
-    func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler, constant: ConstantResponse? = nil) {
+    func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler, constant: ConstantResponse? = nil, payload: (any Sendable)? = nil) {
         let segments = RoutePattern.segments(of: pattern)
         let canonical = RoutePattern.canonical(segments)
         let shape = "\(method.rawValue) " + segments.map { segment in
@@ -157,7 +164,8 @@ public final class Router {
             }
         }
         routes.append(Route(
-            method: method, pattern: canonical, handler: handler, index: routes.count, parameterNames: names, constant: constant))
+            method: method, pattern: canonical, handler: handler, index: routes.count, parameterNames: names, constant: constant,
+            payload: payload))
     }
 }
 
@@ -178,15 +186,16 @@ public struct RouterGroup {
     }
 
     @discardableResult
-    public func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping HTTPHandler) -> RouterGroup {
-        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, handler: handler)
+    public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, use handler: @escaping HTTPHandler) -> RouterGroup {
+        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, payload: payload, handler: handler)
         return self
     }
 
     /// See `Router.on(_:_:inline:else:)`: the async fallback runs through this group's middleware.
     @discardableResult
-    public func on(_ method: HTTPMethod, _ pattern: String, inline: @escaping HTTPInlineAttempt, else handler: @escaping HTTPHandler) -> RouterGroup {
-        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, inline: inline, handler: handler)
+    public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, inline: @escaping HTTPInlineAttempt,
+                   else handler: @escaping HTTPHandler) -> RouterGroup {
+        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, inline: inline, payload: payload, handler: handler)
         return self
     }
 

@@ -1,3 +1,5 @@
+import ParleyNet
+
 /// Settings of the Parse-compatible REST API.
 public struct ParseConfiguration: Sendable {
     /// The application id clients must send (`X-Parse-Application-Id` or `_ApplicationId`).
@@ -10,8 +12,11 @@ public struct ParseConfiguration: Sendable {
     public var mountPath: String
     /// Most sub-requests in one `POST /batch`.
     public var maxBatchRequests: Int
+    /// Where the server is reached from outside, and which peers may say so (`Location` headers).
+    public var serverURL: ParseServerURL
 
-    public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse", maxBatchRequests: Int = 50) {
+    public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
+                maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL()) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -19,5 +24,6 @@ public struct ParseConfiguration: Sendable {
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
         self.mountPath = path.isEmpty ? "/" : path
         self.maxBatchRequests = max(1, maxBatchRequests)
+        self.serverURL = serverURL
     }
 }

@@ -3,46 +3,67 @@ import ParleyHTTP
 import ParleyJSON
 
 extension ParseAPI {
-    /// Every endpoint, in Parse Server's paths.
-    static func makeRoutes() -> ParseRoutes {
-        var r = ParseRoutes()
+    /// The Parse Server version whose REST API Parley follows, as `serverInfo` reports it.
+    static let parseServerVersion = "8.0.0"
+
+    /// Every endpoint, in Parse Server's paths: the API's one routing table.
+    func registerEndpoints(on group: RouterGroup) {
+        let meInline: HTTPInlineAttempt = { [self] request, respond in
+            guard let response = cachedMe(request) else { return false }
+            respond(response)
+            return true
+        }
         // Users.
-        r.add(.post, "/users") { api, q in try await api.signUp(q) }
-        r.add(.get, "/users") { api, q in try await api.find(q, className: ClassName.user) }
-        r.add(.get, "/users/me") { api, q in try await api.me(q) }
-        r.add(.get, "/users/:id") { api, q in try await api.getUser(q, id: q.parameter("id")) }
-        r.add(.put, "/users/:id") { api, q in try await api.updateUser(q, id: q.parameter("id")) }
-        r.add(.delete, "/users/:id") { api, q in try await api.deleteUser(q, id: q.parameter("id")) }
-        r.add(.get, "/login") { api, q in try await api.logIn(q) }
-        r.add(.post, "/login") { api, q in try await api.logIn(q) }
-        r.add(.post, "/logout") { api, q in try await api.logOut(q) }
+        route(.post, "/users", on: group, ParseEndpoint { api, q in try await api.signUp(q) })
+        route(.get, "/users", on: group, inline: { [self] request, respond in answerFind(request, className: ClassName.user, respond: respond) },
+              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) })
+        route(.get, "/users/me", on: group, inline: meInline, ParseEndpoint { api, q in try await api.me(q) })
+        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) })
+        route(.put, "/users/:id", on: group, ParseEndpoint { api, q in try await api.updateUser(q, id: q.parameter("id")) })
+        route(.delete, "/users/:id", on: group, ParseEndpoint { api, q in try await api.deleteUser(q, id: q.parameter("id")) })
+        route(.get, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
+        route(.post, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
+        route(.post, "/logout", on: group, ParseEndpoint { api, q in try await api.logOut(q) })
         // Sessions.
-        r.add(.get, "/sessions/me") { api, q in try await api.sessionMe(q) }
-        r.add(.get, "/sessions") { api, q in try await api.listSessions(q) }
-        r.add(.get, "/sessions/:id") { api, q in try await api.getSession(q, id: q.parameter("id")) }
-        r.add(.delete, "/sessions/:id") { api, q in try await api.deleteSession(q, id: q.parameter("id")) }
+        route(.get, "/sessions/me", on: group, ParseEndpoint { api, q in try await api.sessionMe(q) })
+        route(.get, "/sessions", on: group, ParseEndpoint { api, q in try await api.listSessions(q) })
+        route(.get, "/sessions/:id", on: group, ParseEndpoint { api, q in try await api.getSession(q, id: q.parameter("id")) })
+        route(.delete, "/sessions/:id", on: group, ParseEndpoint { api, q in try await api.deleteSession(q, id: q.parameter("id")) })
         // Installations.
-        r.add(.post, "/installations") { api, q in try await api.saveInstallation(q) }
-        r.add(.get, "/installations") { api, q in try await api.findInstallations(q) }
-        r.add(.get, "/installations/:id") { api, q in try await api.getInstallation(q, id: q.parameter("id")) }
-        r.add(.put, "/installations/:id") { api, q in try await api.updateInstallation(q, id: q.parameter("id")) }
-        r.add(.delete, "/installations/:id") { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) }
+        route(.post, "/installations", on: group, ParseEndpoint { api, q in try await api.saveInstallation(q) })
+        route(.get, "/installations", on: group, ParseEndpoint { api, q in try await api.findInstallations(q) })
+        route(.get, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.getInstallation(q, id: q.parameter("id")) })
+        route(.put, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
+        route(.delete, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
         // Classes (system classes go to their own endpoints).
-        r.add(.post, "/classes/:className") { api, q in try await api.createObject(q, className: q.parameter("className")) }
-        r.add(.get, "/classes/:className") { api, q in try await api.findObjects(q, className: q.parameter("className")) }
-        r.add(.get, "/classes/:className/:id") { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) }
-        r.add(.put, "/classes/:className/:id") { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) }
-        r.add(.delete, "/classes/:className/:id") { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) }
+        route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) })
+        route(.get, "/classes/:className", on: group,
+              inline: { [self] request, respond in answerFind(request, className: request.parameters["className"] ?? "", respond: respond) },
+              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) })
+        route(.get, "/classes/:className/:id", on: group,
+              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+        route(.put, "/classes/:className/:id", on: group,
+              ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+        route(.delete, "/classes/:className/:id", on: group,
+              ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) })
         // Batch.
-        r.add(.post, "/batch") { api, q in try await api.batch(q) }
-        return r
+        route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
+        // Server.
+        route(.get, "/serverInfo", on: group, ParseEndpoint(requiresMaster: true) { api, _ in api.serverInfo() })
+        // Parse Server answers its health check without keys, for any method; with the API at
+        // the root the server's own `/health` already answers.
+        if configuration.mountPath != "/" {
+            let healthy = render(.ok(["status": "ok"]), method: .get)
+            group.constant(.get, "/health", response: healthy)
+            group.constant(.post, "/health", response: healthy)
+        }
     }
 
     // MARK: Users
 
     func signUp(_ request: ParseRequest) async throws -> ParseResponse {
         let result = try await accounts.users.signUp(body: request.object, auth: request.auth, on: request.db)
-        return ParseResponse(status: .created, body: .object(result.json), headers: [("Location", "\(request.baseURL)/users/\(result.objectId)")])
+        return ParseResponse(status: .created, json: .object(result.json), headers: [("Location", "\(request.baseURL)/users/\(result.objectId)")])
     }
 
     func logIn(_ request: ParseRequest) async throws -> ParseResponse {
@@ -58,9 +79,8 @@ extension ParseAPI {
         for key in ["username", "email", "password"] {
             if let value = request.body?[key], !value.isNull, value.string == nil { throw ParseError.invalidLogin }
         }
-        let user = try await accounts.users.logIn(username: username, email: email, password: password,
-                                                  installationId: request.auth.installationId, on: request.db)
-        return .ok(user)
+        return .ok(try await accounts.users.logIn(username: username, email: email, password: password,
+                                                  installationId: request.auth.installationId, on: request.db))
     }
 
     func logOut(_ request: ParseRequest) async throws -> ParseResponse {
@@ -72,12 +92,11 @@ extension ParseAPI {
 
     func me(_ request: ParseRequest) async throws -> ParseResponse {
         guard let session = request.auth.user else { throw ParseError.invalidSession }
-        if request.isBatched { return .ok(try await accounts.users.me(session: session, on: request.db)) }
-        return .serialized(try await accounts.users.meJSON(session: session, on: request.db))
+        return .ok(try await accounts.users.me(session: session, on: request.db))
     }
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.get(objectId: id, auth: request.auth, keys: request.keys, on: request.db))
+        .ok(try await accounts.users.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -89,16 +108,9 @@ extension ParseAPI {
         return .empty
     }
 
+    /// A find of any class: the one find of the full path (the inline one is `answerFind`).
     func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
-        let query = try request.parseQuery(className: className)
-        // A batch embeds the body in its own response, so it needs the value, not the bytes.
-        if !request.isBatched {
-            return .serialized(try await queries.findJSON(query, auth: request.auth, on: request.db))
-        }
-        let (results, count) = try await queries.find(query, auth: request.auth, on: request.db)
-        var body: JSONObject = ["results": .array(results.map(JSONValue.object))]
-        if let count { body["count"] = .int(Int64(count)) }
-        return .ok(body)
+        .ok(try await queries.find(try request.parseQuery(className: className), auth: request.auth, on: request.db))
     }
 
     // MARK: Sessions
@@ -115,12 +127,11 @@ extension ParseAPI {
             return try await find(request, className: ClassName.session)
         }
         let query = try request.parseQuery(className: ClassName.session)
-        let sessions = try await accounts.sessions.list(userId: nil, limit: query.limit, skip: query.skip, on: request.db)
-        return .ok(["results": .array(sessions.map(JSONValue.object))])
+        return .ok(try await accounts.sessions.list(userId: nil, limit: query.limit, skip: query.skip, on: request.db))
     }
 
     func getSession(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.sessions.get(sessionId: id, auth: request.auth, on: request.db))
+        .ok(try await accounts.sessions.get(sessionId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
     }
 
     func deleteSession(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -134,7 +145,7 @@ extension ParseAPI {
         let result = try await accounts.installations.save(body: request.object, auth: request.auth, on: request.db)
         guard result.created else { return .ok(result.json) }
         let id = result.json["objectId"]?.string ?? ""
-        return ParseResponse(status: .created, body: .object(result.json), headers: [("Location", "\(request.baseURL)/installations/\(id)")])
+        return ParseResponse(status: .created, json: .object(result.json), headers: [("Location", "\(request.baseURL)/installations/\(id)")])
     }
 
     func findInstallations(_ request: ParseRequest) async throws -> ParseResponse {
@@ -145,7 +156,7 @@ extension ParseAPI {
     }
 
     func getInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.installations.get(objectId: id, auth: request.auth, keys: request.keys, on: request.db))
+        .ok(try await accounts.installations.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
     }
 
     func updateInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -167,13 +178,12 @@ extension ParseAPI {
         default:
             let created = try await accounts.objects.create(className: className, body: request.object, auth: request.auth, on: request.db)
             let id = created["objectId"]?.string ?? ""
-            return ParseResponse(status: .created, body: .object(created), headers: [("Location", "\(request.baseURL)/classes/\(className)/\(id)")])
+            return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/\(className)/\(id)")])
         }
     }
 
     func findObjects(_ request: ParseRequest, className: String) async throws -> ParseResponse {
         switch className {
-        case ClassName.user: return try await find(request, className: className)
         case ClassName.installation: return try await findInstallations(request)
         case ClassName.session: return try await listSessions(request)
         default: return try await find(request, className: className)
@@ -185,7 +195,8 @@ extension ParseAPI {
         case ClassName.user: return try await getUser(request, id: id)
         case ClassName.installation: return try await getInstallation(request, id: id)
         case ClassName.session: return try await getSession(request, id: id)
-        default: return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: request.keys, on: request.db))
+        default:
+            return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
         }
     }
 
@@ -207,5 +218,25 @@ extension ParseAPI {
             try await accounts.objects.delete(className: className, objectId: id, auth: request.auth, on: request.db)
             return .empty
         }
+    }
+
+    // MARK: Server
+
+    /// `GET /serverInfo` (master key): the version and the `features` object SDKs and dashboards
+    /// read (Parse Server's `FeaturesRouter`). Each flag says whether Parley serves that
+    /// feature's endpoints; it serves none of them yet (no `/config`, `/hooks`, `/jobs`,
+    /// `/scriptlog`, `/push` or `/schemas`).
+    func serverInfo() -> ParseResponse {
+        let no: JSONValue = false
+        let features: JSONObject = [
+            "globalConfig": ["create": no, "read": no, "update": no, "delete": no],
+            "hooks": ["create": no, "read": no, "update": no, "delete": no],
+            "cloudCode": ["jobs": no],
+            "logs": ["level": no, "size": no, "order": no, "until": no, "from": no],
+            "push": ["immediatePush": no, "scheduledPush": no, "storedPushData": no, "pushAudiences": no, "localization": no],
+            "schemas": ["addField": no, "removeField": no, "addClass": no, "removeClass": no, "clearAllDataFromClass": no,
+                        "exportClass": no, "editClassLevelPermissions": no, "editPointerPermissions": no],
+        ]
+        return .ok(["features": .object(features), "parseServerVersion": .string(Self.parseServerVersion)])
     }
 }

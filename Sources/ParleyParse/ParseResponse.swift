@@ -2,29 +2,32 @@ import ParleyAccounts
 import ParleyHTTP
 import ParleyJSON
 
-/// What a Parse endpoint answers: a status, a JSON body and extra headers.
+/// What a Parse endpoint answers: a status, the JSON body (serialized once, by `RowJSON` for
+/// rows and `JSONSerializer` for everything else) and extra headers. A batch embeds the bodies of
+/// its sub-requests as they are.
 struct ParseResponse: Sendable {
     var status: HTTPStatus
-    var body: JSONValue
+    /// Serialized JSON.
+    var body: [UInt8]
     var headers: [(String, String)]
-    /// Already serialized JSON, sent instead of `body` when set.
-    var rawBody: [UInt8]?
 
-    init(status: HTTPStatus = .ok, body: JSONValue, headers: [(String, String)] = []) {
+    /// A response whose body is already JSON text.
+    init(status: HTTPStatus = .ok, body: [UInt8], headers: [(String, String)] = []) {
         self.status = status
         self.body = body
         self.headers = headers
     }
 
-    static func ok(_ object: JSONObject) -> ParseResponse { ParseResponse(body: .object(object)) }
-
-    /// A 200 response whose body is already JSON text.
-    static func serialized(_ bytes: [UInt8]) -> ParseResponse {
-        var response = ParseResponse(body: .null)
-        response.rawBody = bytes
-        return response
+    init(status: HTTPStatus = .ok, json: JSONValue, headers: [(String, String)] = []) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        json.serialize(into: &bytes)
+        self.init(status: status, body: bytes, headers: headers)
     }
-    static let empty = ParseResponse(body: .object(JSONObject()))
+
+    static func ok(_ object: JSONObject) -> ParseResponse { ParseResponse(json: .object(object)) }
+    static func ok(_ bytes: [UInt8]) -> ParseResponse { ParseResponse(body: bytes) }
+    static let empty = ParseResponse(body: Array("{}".utf8))
 }
 
 /// Everything a request can fail with before or inside an endpoint.
@@ -33,10 +36,18 @@ enum ParseFailure: Error, Sendable {
     case parse(ParseError)
     /// Missing or wrong application id or key: 403 `{"error":"unauthorized"}`, as Parse Server.
     case unauthorized
+    /// An endpoint only the master key may use: 403 `{"error":"unauthorized: master key is required"}`.
+    case masterKeyRequired
     /// No endpoint for this method and path.
     case noRoute(method: String, path: String)
 
-    init(_ error: ParseError) { self = .parse(error) }
+    init(_ error: any Error) {
+        switch error {
+        case let failure as ParseFailure: self = failure
+        case let error as ParseError: self = .parse(error)
+        default: self = .parse(.internalError("\(error)"))
+        }
+    }
 }
 
 /// The single place where failures become HTTP responses.
@@ -50,22 +61,18 @@ enum ParseErrorMapping {
         }
     }
 
-    /// The body Parse Server sends for an error.
-    static func body(for error: ParseError) -> JSONValue {
-        if case .internalError = error {
-            return ["code": 1, "message": "Internal server error."]
-        }
-        return ["code": .int(Int64(error.code)), "error": .string(error.message)]
-    }
-
     static func response(for failure: ParseFailure) -> ParseResponse {
         switch failure {
         case .parse(let error):
-            return ParseResponse(status: status(for: error), body: body(for: error))
+            // An internal error answers `message`, not `error`, as Parse Server.
+            if case .internalError = error { return ParseResponse(status: .internalServerError, json: ["code": 1, "message": "Internal server error."]) }
+            return ParseResponse(status: status(for: error), json: ["code": .int(Int64(error.code)), "error": .string(error.message)])
         case .unauthorized:
-            return ParseResponse(status: .forbidden, body: ["error": "unauthorized"])
+            return ParseResponse(status: .forbidden, json: ["error": "unauthorized"])
+        case .masterKeyRequired:
+            return ParseResponse(status: .forbidden, json: ["error": "unauthorized: master key is required"])
         case .noRoute(let method, let path):
-            return ParseResponse(status: .notFound, body: ["code": 107, "error": .string("cannot route \(method) \(path)")])
+            return ParseResponse(status: .notFound, json: ["code": 107, "error": .string("cannot route \(method) \(path)")])
         }
     }
 
@@ -77,6 +84,8 @@ enum ParseErrorMapping {
             return ["code": .int(Int64(error.code)), "error": .string(error.message)]
         case .unauthorized:
             return ["code": 119, "error": "unauthorized"]
+        case .masterKeyRequired:
+            return ["code": 119, "error": "unauthorized: master key is required"]
         case .noRoute(let method, let path):
             return ["code": 107, "error": .string("cannot route \(method) \(path)")]
         }

@@ -17,6 +17,11 @@ public final class PostgresListener: PostgresConnectionDelegate, @unchecked Send
     private var connectedBefore = false
     /// Runs after the connection was re-established and every channel LISTENed again.
     public var onReconnect: (() -> Void)?
+    /// Runs each time every channel is LISTENed on a fresh connection, the first one included:
+    /// from then on no notification is missed until `onDisconnect`.
+    public var onListening: (() -> Void)?
+    /// Runs when the connection is lost (notifications are missed until `onListening`).
+    public var onDisconnect: (() -> Void)?
     /// Live numbers of the listener's connection.
     public let stats = PostgresPoolStats()
 
@@ -87,15 +92,21 @@ public final class PostgresListener: PostgresConnectionDelegate, @unchecked Send
     func connectionBecameReady(_ connection: PostgresConnection) {
         listened.removeAll()
         for channel in channels.sorted() { sendListen(channel) }
-        if connectedBefore, let onReconnect {
+        let reconnected = connectedBefore
+        if (reconnected && onReconnect != nil) || onListening != nil {
             // After the LISTENs: a statement pipelined behind them completes once they took effect.
-            connection.send("SELECT 1", [], prepared: false) { _ in onReconnect() }
+            connection.send("SELECT 1", [], prepared: false) { [weak self] result in
+                guard let self, case .success = result else { return }
+                if reconnected { self.onReconnect?() }
+                self.onListening?()
+            }
         }
         connectedBefore = true
     }
 
     func connectionLost(_ connection: PostgresConnection) {
         listened.removeAll()
+        onDisconnect?()
     }
 
     func connectionAttemptFailed(_ connection: PostgresConnection) {}

@@ -3,8 +3,8 @@ import ParleyJSON
 import ParleyLog
 
 /// `POST /v1/messages` (send, same semantics as `message.send`) and `GET /v1/messages`
-/// (history with one user, newest first). Authenticated by `Authorization: Bearer <session token>`
-/// or `X-Parse-Session-Token`.
+/// (history with one user, newest first). Authenticated like every `/v1` endpoint
+/// (`RealtimeAuthenticator.authenticate(_:)`).
 struct MessagesEndpoint: Sendable {
     let service: RealtimeService
 
@@ -34,7 +34,7 @@ struct MessagesEndpoint: Sendable {
                 if sent.duplicate { body["duplicate"] = true }
                 return Self.json(.ok, body)
             case .failure(let failure):
-                throw MessagesError(failure)
+                throw RealtimeRESTError(failure)
             }
         }
 
@@ -59,7 +59,7 @@ struct MessagesEndpoint: Sendable {
             do throws(RealtimeFailure) {
                 records = try await service.messages.history(userId: userId, with: peer, before: before, limit: limit)
             } catch {
-                throw MessagesError(error)
+                throw RealtimeRESTError(error)
             }
             var bytes: [UInt8] = Array("{\"results\":[".utf8)
             for (index, record) in records.enumerated() {
@@ -92,55 +92,19 @@ struct MessagesEndpoint: Sendable {
     }
 
     /// The user of the request's session token.
-    static func authenticate(_ request: HTTPRequest, service: RealtimeService) async throws -> String {
-        var token = request.headers["x-parse-session-token"]
-        if token == nil, let authorization = request.headers["authorization"] {
-            let parts = authorization.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]) }
-        }
-        guard let token, !token.isEmpty else { throw failure(.invalidSession, "a session token is required") }
-        let userId: String?
-        do {
-            userId = try await service.authenticator.authenticate(sessionToken: token)?.userId
+    static func authenticate(_ request: HTTPRequest, service: RealtimeService) async throws(RealtimeRESTError) -> String {
+        do throws(RealtimeFailure) {
+            return try await service.authenticator.authenticate(request).userId
         } catch {
-            throw failure(.unavailable, "the database is unavailable; retry later")
+            throw RealtimeRESTError(error)
         }
-        guard let userId else { throw failure(.invalidSession, "invalid session token") }
-        return userId
     }
 
-    static func failure(_ code: RealtimeErrorCode, _ message: String) -> MessagesError {
-        MessagesError(RealtimeFailure(code, message))
+    static func failure(_ code: RealtimeErrorCode, _ message: String) -> RealtimeRESTError {
+        RealtimeRESTError(RealtimeFailure(code, message))
     }
 
     static func json(_ status: HTTPStatus, _ object: JSONObject) -> HTTPResponse {
-        var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        return HTTPResponse(status: status, headers: headers, body: JSONValue.object(object).serialized())
-    }
-}
-
-/// A failure as a REST response: `{"code":"…","error":"…"}` with a matching status.
-struct MessagesError: HTTPResponseError {
-    let failure: RealtimeFailure
-
-    init(_ failure: RealtimeFailure) {
-        self.failure = failure
-    }
-
-    func response() -> HTTPResponse {
-        let status: HTTPStatus = switch failure.code {
-        case .invalidSession: 401
-        case .userNotFound: 404
-        case .rateLimited: 429
-        case .unavailable: 503
-        case .internal: 500
-        default: 400
-        }
-        var body: JSONObject = ["code": .string(failure.code.rawValue), "error": .string(failure.message)]
-        if !failure.failedRecipients.isEmpty {
-            body["failed"] = .array(failure.failedRecipients.map { .object(["userId": .string($0), "reason": "user_not_found"]) })
-        }
-        return MessagesEndpoint.json(status, body)
+        RealtimeRESTError.json(status, .object(object))
     }
 }

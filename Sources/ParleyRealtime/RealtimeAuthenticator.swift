@@ -1,4 +1,4 @@
-import ParleyPostgres
+import ParleyHTTP
 
 /// Who a valid session token belongs to, and until when it is valid.
 public struct RealtimeIdentity: Sendable, Equatable {
@@ -12,8 +12,10 @@ public struct RealtimeIdentity: Sendable, Equatable {
     }
 }
 
-/// Resolves session tokens for the realtime service and the `/v1` endpoints. The server wires
-/// in the accounts module's implementation; `SQLRealtimeAuthenticator` reads the tables directly.
+/// Resolves session tokens for the realtime service and the `/v1` endpoints. The accounts module
+/// owns sessions and users; the server wires in an implementation backed by it (realtime never
+/// reads those tables), so a socket `hello` and a `/v1` request follow the same session-validity
+/// rule as the Parse API.
 public protocol RealtimeAuthenticator: Sendable {
     /// The identity of a valid session (nil when unknown, expired, revoked, or the user is banned).
     func authenticate(sessionToken: String) async throws -> RealtimeIdentity?
@@ -21,26 +23,30 @@ public protocol RealtimeAuthenticator: Sendable {
     func userExists(_ userId: String) async throws -> Bool
 }
 
-/// Reads the `sessions` and `users` tables (migrations/0002_accounts.sql) on every call.
-public struct SQLRealtimeAuthenticator: RealtimeAuthenticator {
-    public let database: PostgresClient
-
-    public init(database: PostgresClient) {
-        self.database = database
+extension RealtimeAuthenticator {
+    /// The identity of a `/v1` REST request's session token: `.invalidSession` when it has none
+    /// or an invalid one, `.unavailable` when the session store cannot answer.
+    public func authenticate(_ request: HTTPRequest) async throws(RealtimeFailure) -> RealtimeIdentity {
+        guard let token = Self.sessionToken(of: request) else { throw RealtimeFailure(.invalidSession, "a session token is required") }
+        let identity: RealtimeIdentity?
+        do {
+            identity = try await authenticate(sessionToken: token)
+        } catch {
+            throw RealtimeFailure(.unavailable, "the database is unavailable; retry later")
+        }
+        guard let identity else { throw RealtimeFailure(.invalidSession, "invalid session token") }
+        return identity
     }
 
-    public func authenticate(sessionToken: String) async throws -> RealtimeIdentity? {
-        guard !sessionToken.isEmpty, sessionToken.utf8.count <= 256, !sessionToken.utf8.contains(0) else { return nil }
-        let rows = try await database.query("""
-            SELECT s.user_id, s.expires_at FROM sessions s JOIN users u ON u.object_id = s.user_id
-             WHERE s.token = $1 AND s.expires_at > now() AND NOT u.banned
-            """, [.text(sessionToken)])
-        guard let row = rows.first, let userId = row["user_id"].string, let expiresAt = row["expires_at"].timestampMilliseconds else { return nil }
-        return RealtimeIdentity(userId: userId, sessionExpiresAt: expiresAt)
-    }
-
-    public func userExists(_ userId: String) async throws -> Bool {
-        let rows = try await database.query("SELECT 1 FROM users WHERE object_id = $1", [.text(userId)])
-        return !rows.isEmpty
+    /// The session token of a `/v1` request: `X-Parse-Session-Token`, else
+    /// `Authorization: Bearer <token>`; nil when neither is given (or empty).
+    public static func sessionToken(of request: HTTPRequest) -> String? {
+        var token = request.headers["X-Parse-Session-Token"]
+        if token == nil, let authorization = request.headers["Authorization"] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]) }
+        }
+        guard let token, !token.isEmpty else { return nil }
+        return token
     }
 }

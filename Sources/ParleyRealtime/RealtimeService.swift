@@ -60,14 +60,14 @@ public final class RealtimeService: Sendable {
 
     public init(
         database: PostgresClient, group: EventLoopGroup, configuration: RealtimeConfiguration = RealtimeConfiguration(),
-        authenticator: (any RealtimeAuthenticator)? = nil, observer: (any DeliveryObserver)? = nil,
+        authenticator: any RealtimeAuthenticator, observer: (any DeliveryObserver)? = nil,
         metrics metricsRegistry: MetricsRegistry? = nil, logger: Logger = Logger(label: "realtime")
     ) {
         self.configuration = configuration
         self.database = database
         self.group = group
         self.logger = logger
-        self.authenticator = authenticator ?? SQLRealtimeAuthenticator(database: database)
+        self.authenticator = authenticator
         var generator = SystemRandomNumberGenerator()
         let random: UInt64 = generator.next()
         let id = String(random & 0xFFFF_FFFF_FFFF, radix: 16)

@@ -3,6 +3,7 @@ import ParleyCalls
 import ParleyLog
 import ParleyHTTP
 import ParleyNet
+import ParleyParse
 import ParleyPush
 import ParleyRealtime
 
@@ -31,6 +32,10 @@ public struct ServerConfig: Sendable {
     public var masterKey: String?
     public var restAPIKey: String?
     public var mountPath: String
+    /// The server's external URL (`--public-url`), for every URL it hands out; nil: from requests.
+    public var publicURL: String?
+    /// Peers whose `X-Forwarded-Proto`/`-Host` are believed (`--trusted-proxies`).
+    public var trustedProxies: [IPNetwork]
     public var enableTestEndpoints: Bool
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     public var metricsToken: String?
@@ -68,6 +73,10 @@ public struct ServerConfig: Sendable {
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
         ConfigOption("mount-path", env: "PARLEY_MOUNT_PATH", default: "/parse", "Where the Parse-compatible REST API is mounted."),
+        ConfigOption("public-url", env: "PARLEY_PUBLIC_URL", default: "",
+                     "The server's external URL (https://api.example.com, without the mount path), used for Location headers and every URL the server hands out; empty = built from each request's Host."),
+        ConfigOption("trusted-proxies", env: "PARLEY_TRUSTED_PROXIES", default: "",
+                     "Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-Proto and X-Forwarded-Host are believed when --public-url is empty (empty = none)."),
         ConfigOption("session-lifetime", env: "PARLEY_SESSION_LIFETIME", default: "365d", "How long a new session token is valid (at least 1 s). A socket opened with the token is closed with 4007 when it expires."),
         ConfigOption("session-cache-ttl", env: "PARLEY_SESSION_CACHE_TTL", default: "30s", "How long a node trusts a cached session before reading it again (bounds how long a session revoked on another node still works here)."),
         ConfigOption("lockout-threshold", env: "PARLEY_LOCKOUT_THRESHOLD", default: "0", "Failed logins in a row that lock an account (0 = no lockout)."),
@@ -125,6 +134,20 @@ public struct ServerConfig: Sendable {
         masterKey = values.optionalString("master-key")
         restAPIKey = values.optionalString("rest-api-key")
         mountPath = values.string("mount-path")
+        publicURL = nil
+        if let text = values.optionalString("public-url") {
+            guard let url = ParseServerURL.normalized(publicURL: text) else {
+                throw .invalidValue(option: values.origin("public-url"), value: text, expected: "an http:// or https:// URL without query or fragment")
+            }
+            publicURL = url
+        }
+        trustedProxies = []
+        for entry in values.list("trusted-proxies") {
+            guard let network = IPNetwork(entry) else {
+                throw .invalidValue(option: values.origin("trusted-proxies"), value: entry, expected: "an IP address or CIDR (10.0.0.0/8, ::1)")
+            }
+            trustedProxies.append(network)
+        }
         enableTestEndpoints = try values.bool("enable-test-endpoints")
         metricsToken = values.optionalString("metrics-token")
         realtime = RealtimeConfiguration()

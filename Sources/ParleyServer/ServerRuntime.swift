@@ -60,7 +60,9 @@ public final class ServerRuntime: Sendable {
         router.add(middleware: RequestLogMiddleware())
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
-        realtime = RealtimeService(database: database, group: group, configuration: config.realtime, observer: push,
+        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
+        realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
+                                   authenticator: AccountsRealtimeAuthenticator(accounts: accounts), observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
         realtime.register(on: router)
         calls = CallService(group: group, store: CallStore(database: database, nodeId: realtime.nodeID,
@@ -69,9 +71,9 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
-        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
-                                                   restAPIKey: config.restAPIKey, mountPath: config.mountPath),
+                                                   restAPIKey: config.restAPIKey, mountPath: config.mountPath,
+                                                   serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies)),
                  accounts: accounts, logger: Logger(label: "parse")).register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in

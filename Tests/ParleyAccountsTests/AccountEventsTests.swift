@@ -2,6 +2,7 @@ import ParleyAccounts
 import ParleyJSON
 import ParleyNet
 import ParleyPostgres
+import ParleyTestSupport
 import Synchronization
 import XCTest
 
@@ -55,6 +56,25 @@ final class AccountEventsTests: XCTestCase {
         h.accounts.events.apply(payload: "not json")
         h.accounts.events.apply(payload: "{\"event\":\"unknown\",\"user\":\"x\"}")
         XCTAssertEqual(seen.withLock { $0.count }, 2)
+        await h.shutdown()
+    }
+}
+
+final class AccountEventsListeningTests: XCTestCase {
+    func testUntilANodeListensItServesNoSessionFromMemory() async throws {
+        let h = try await AccountsHarness(prefix: "events3")
+        let alice = try await h.signUp("alice")
+        XCTAssertNotNil(h.accounts.sessions.cache.get(alice.session!.token), "a node that does not listen trusts its cache (single node)")
+        // A LISTEN connection that never comes up: events from other nodes may be missed.
+        var unreachable = h.client.configuration
+        unreachable.connectionString = "postgresql://127.0.0.1:\(FreePort.next())/nowhere?connect_timeout=1"
+        h.accounts.events.startListening(on: h.group.loops[0], configuration: unreachable)
+        XCTAssertFalse(h.accounts.sessions.cache.isTrusted)
+        XCTAssertNil(h.accounts.sessions.cache.get(alice.session!.token), "what was cached is dropped")
+        let session = try await h.accounts.sessions.lookup(alice.session!.token, on: h.client)
+        XCTAssertEqual(session.userId, alice.objectId, "lookups still work, from PostgreSQL")
+        XCTAssertNil(h.accounts.sessions.cache.get(alice.session!.token), "and are not kept")
+        h.accounts.events.stopListening()
         await h.shutdown()
     }
 }

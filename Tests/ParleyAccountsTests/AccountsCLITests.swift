@@ -58,7 +58,7 @@ final class AccountsCLITests: XCTestCase {
         (code, io) = await run(h, "user reset-password alice")
         XCTAssertEqual(code, 0)
         let password = try XCTUnwrap(io.stdout.split(separator: "\n").last?.split(separator: " ").last.map(String.init))
-        let login = try await h.accounts.users.logIn(username: "alice", email: nil, password: password, installationId: nil, on: h.client)
+        let login = try parsed(try await h.accounts.users.logIn(username: "alice", email: nil, password: password, installationId: nil, on: h.client))
         let token = try XCTUnwrap(login["sessionToken"]?.string)
         (code, io) = await run(h, "session revoke \(token)")
         XCTAssertEqual(code, 0)

@@ -73,3 +73,21 @@ extension Result {
         return nil
     }
 }
+
+/// A JSON object the stores wrote (they answer serialized JSON).
+func parsed(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws -> JSONObject {
+    guard case .object(let object) = try JSONParser().parse(bytes) else {
+        XCTFail("not a JSON object: \(String(decoding: bytes, as: UTF8.self))", file: file, line: line)
+        return JSONObject()
+    }
+    return object
+}
+
+/// The objects of a `{"results":[…]}` body.
+func parsedResults(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws -> [JSONObject] {
+    guard case .array(let items)? = try parsed(bytes, file: file, line: line)["results"] else {
+        XCTFail("no results array: \(String(decoding: bytes, as: UTF8.self))", file: file, line: line)
+        return []
+    }
+    return items.compactMap { if case .object(let object) = $0 { object } else { nil } }
+}

@@ -14,7 +14,7 @@ final class ObjectStoreTests: XCTestCase {
         let id = try XCTUnwrap(created["objectId"]?.string)
         XCTAssertNotNil(created["createdAt"]?.string)
 
-        let fetched = try await objects.get(className: "GameScore", objectId: id, auth: .anonymous, on: db)
+        let fetched = try parsed(try await objects.get(className: "GameScore", objectId: id, auth: .anonymous, on: db))
         XCTAssertEqual(fetched["score"], 10)
         XCTAssertEqual(fetched["when"]?["iso"], "2026-01-01T00:00:00.000Z")
         XCTAssertEqual(fetched["createdAt"], created["createdAt"])
@@ -41,14 +41,14 @@ final class ObjectStoreTests: XCTestCase {
         XCTAssertEqual(response["tags"], ["x", "y"])
         XCTAssertEqual(response["list"], [1, 2, 1])
         _ = try await objects.update(className: "GameScore", objectId: id, body: ["list": ["__op": "Remove", "objects": [1]], "score": ["__op": "Increment", "amount": -0.5]], auth: .anonymous, on: db)
-        let after = try await objects.get(className: "GameScore", objectId: id, auth: .anonymous, on: db)
+        let after = try parsed(try await objects.get(className: "GameScore", objectId: id, auth: .anonymous, on: db))
         XCTAssertEqual(after["list"], [2])
         XCTAssertEqual(after["score"]?.double, 14.5)
         XCTAssertNil(after["name"])
         XCTAssertNotEqual(after["updatedAt"], after["createdAt"])
 
         // keys= selects fields.
-        let some = try await objects.get(className: "GameScore", objectId: id, auth: .anonymous, keys: ["score"], on: db)
+        let some = try parsed(try await objects.get(className: "GameScore", objectId: id, auth: .anonymous, keys: ["score"], on: db))
         XCTAssertEqual(Set(some.keys), ["objectId", "score", "createdAt", "updatedAt"])
 
         try await objects.delete(className: "GameScore", objectId: id, auth: .anonymous, on: db)
@@ -68,7 +68,7 @@ final class ObjectStoreTests: XCTestCase {
             }
             try await group.waitForAll()
         }
-        let counter = try await objects.get(className: "Counter", objectId: id, auth: .anonymous, on: db)
+        let counter = try parsed(try await objects.get(className: "Counter", objectId: id, auth: .anonymous, on: db))
         XCTAssertEqual(counter["n"], 50)
         XCTAssertEqual(counter["seen"], ["a"])
         await h.shutdown()
@@ -82,7 +82,7 @@ final class ObjectStoreTests: XCTestCase {
         let rw: JSONValue = ["read": true, "write": true], r: JSONValue = ["read": true]
         let acl: JSONValue = .object(JSONObject([(alice.objectId, rw), ("*", r)]))
         let id = try await objects.create(className: "Note", body: ["text": "hi", "ACL": acl], auth: h.auth(alice), on: db)["objectId"]!.string!
-        let asBob = try await objects.get(className: "Note", objectId: id, auth: h.auth(bob), on: db)
+        let asBob = try parsed(try await objects.get(className: "Note", objectId: id, auth: h.auth(bob), on: db))
         XCTAssertEqual(asBob["text"], "hi")
         XCTAssertEqual(asBob["ACL"]?[alice.objectId], ["read": true, "write": true])
         await XCTAssertParseError(101) { try await objects.update(className: "Note", objectId: id, body: ["text": "pwned"], auth: h.auth(bob), on: db) }
@@ -94,7 +94,7 @@ final class ObjectStoreTests: XCTestCase {
         _ = try await objects.update(className: "Note", objectId: id, body: ["ACL": privateACL], auth: h.auth(alice), on: db)
         await XCTAssertParseError(101) { try await objects.get(className: "Note", objectId: id, auth: h.auth(bob), on: db) }
         await XCTAssertParseError(101) { try await objects.get(className: "Note", objectId: id, auth: .anonymous, on: db) }
-        let asMaster = try await objects.get(className: "Note", objectId: id, auth: .master, on: db)
+        let asMaster = try parsed(try await objects.get(className: "Note", objectId: id, auth: .master, on: db))
         XCTAssertEqual(asMaster["text"], "edited")
         _ = try await objects.update(className: "Note", objectId: id, body: ["text": "by master"], auth: .master, on: db)
         try await objects.delete(className: "Note", objectId: id, auth: .master, on: db)
@@ -131,7 +131,7 @@ final class ObjectStoreTests: XCTestCase {
         let second = try await installations.save(body: ["installationId": "dev-1", "deviceType": "ios", "voipDeviceToken": "voip", "badge": 1], auth: h.auth(alice), on: db)
         XCTAssertFalse(second.created)
         XCTAssertEqual(second.json["objectId"], .string(id))
-        let row = try await installations.get(objectId: id, auth: h.auth(alice), on: db)
+        let row = try parsed(try await installations.get(objectId: id, auth: h.auth(alice), on: db))
         XCTAssertEqual(row["deviceToken"], "tok")
         XCTAssertEqual(row["voipDeviceToken"], "voip")
         XCTAssertEqual(row["badge"], 1)
@@ -142,7 +142,7 @@ final class ObjectStoreTests: XCTestCase {
         await XCTAssertParseError(111) { try await installations.save(body: ["installationId": "dev-2", "deviceType": ""], auth: .anonymous, on: db) }
         for type in ["osx", "tvos", "watchos", "win", "macos", "web", "embedded", "linux"] {
             let saved = try await installations.save(body: ["installationId": .string("dev-" + type), "deviceType": .string(type)], auth: .anonymous, on: db)
-            let stored = try await installations.get(objectId: try XCTUnwrap(saved.json["objectId"]?.string), auth: .anonymous, on: db)
+            let stored = try parsed(try await installations.get(objectId: try XCTUnwrap(saved.json["objectId"]?.string), auth: .anonymous, on: db))
             XCTAssertEqual(stored["deviceType"], .string(type), "Parse stores any deviceType")
         }
         let fromHeader = try await installations.save(body: ["deviceType": "android"], auth: Auth(isMaster: false, user: nil, installationId: "dev-3"), on: db)
@@ -171,18 +171,18 @@ final class ObjectStoreTests: XCTestCase {
             await XCTAssertParseError(101) {
                 try await installations.save(body: ["installationId": "phone-a", "deviceType": "ios", "voipDeviceToken": "evil"], auth: auth, on: db)
             }
-            let seen = try await installations.get(objectId: id, auth: auth, on: db)
+            let seen = try parsed(try await installations.get(objectId: id, auth: auth, on: db))
             XCTAssertNil(seen["deviceToken"])
             XCTAssertNil(seen["voipDeviceToken"])
             XCTAssertEqual(seen["installationId"], "phone-a")
         }
         await XCTAssertParseError(101) { try await installations.save(body: ["deviceType": "ios", "deviceToken": "evil"], auth: stranger, on: db) }
-        let mine = try await installations.get(objectId: id, auth: h.auth(alice), on: db)
+        let mine = try parsed(try await installations.get(objectId: id, auth: h.auth(alice), on: db))
         XCTAssertEqual(mine["deviceToken"], "apns-a")
         XCTAssertEqual(mine["voipDeviceToken"], "voip-a")
         XCTAssertEqual(mine["user"]?["objectId"], .string(alice.objectId))
         _ = try await installations.update(objectId: id, body: ["deviceToken": "apns-m"], auth: .master, on: db)
-        let asMaster = try await installations.get(objectId: id, auth: .master, on: db)
+        let asMaster = try parsed(try await installations.get(objectId: id, auth: .master, on: db))
         XCTAssertEqual(asMaster["deviceToken"], "apns-m")
         XCTAssertEqual(asMaster["user"]?["objectId"], .string(alice.objectId), "the master key's write keeps the user")
         await h.shutdown()

@@ -1,5 +1,6 @@
 import ParleyAccounts
 import ParleyJSON
+import ParleyLog
 import ParleyPostgres
 import XCTest
 
@@ -9,9 +10,12 @@ extension QueryTestDatabase: SQLExecutor {
     }
 }
 
-/// `QueryRunner.findJSON` writes rows straight to bytes, copying `data` from PostgreSQL's `jsonb`
-/// text; it must give the JSON of `find`'s objects serialized (same members in the same order,
-/// same values; numbers may be spelled differently), whatever the rows hold.
+/// `RowJSON`, the one row serializer, writes rows straight to bytes, copying `data` from
+/// PostgreSQL's `jsonb` text. Its answers are checked against Parse's member rules spelled out
+/// here with `JSONObject` (`expected`), over the same rows, whatever the rows hold: the typed
+/// members first (`email` only for the user itself or the master key), then the `data` members
+/// they do not shadow, then `createdAt`, `updatedAt` and `ACL` replacing a same-named member in
+/// place; with `keys`, only those plus the members Parse always returns.
 final class QueryResultJSONTests: XCTestCase {
     private static let seeded: Result<QueryTestDatabase, Error> = Result { try seed() }
     /// Shared, so repeated query shapes come from its compiled-query cache.
@@ -59,20 +63,53 @@ final class QueryResultJSONTests: XCTestCase {
              installationId: nil)
     }
 
-    /// `find` serialized the way the endpoint used to: `{"results":[…],"count":n}`.
-    private func expected(_ query: ParseQuery, auth: Auth) async throws -> String {
-        let (results, count) = try await QueryRunner().find(query, auth: auth, on: db)
-        var body: JSONObject = ["results": .array(results.map(JSONValue.object))]
-        if let count { body["count"] = .int(Int64(count)) }
+    /// The response body by Parse's rules, from the rows of the same SELECT.
+    private func expected(_ query: ParseQuery, auth: Auth) throws -> String {
+        let layout = TableLayout.forClass(query.className)
+        let readers: [String]? = auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
+        var results: [JSONValue] = []
+        if query.limit > 0 {
+            for row in try db.rows(query, layout: layout, readers: readers) {
+                results.append(.object(Self.select(Self.object(row, className: query.className, viewer: auth), keys: query.keys)))
+            }
+        }
+        var body: JSONObject = ["results": .array(results)]
+        if query.count {
+            let compiled = try QueryCompiler.compileCount(query, layout: layout, readerIDs: readers)
+            body["count"] = .int(Int64(try db.connection.query(compiled.sql, compiled.parameters).first?["count"].int ?? 0))
+        }
         return JSONValue.object(body).serialized()
+    }
+
+    private static func object(_ row: PostgresRow, className: String, viewer: Auth) -> JSONObject {
+        let objectId = row["object_id"].string ?? ""
+        var object: JSONObject = ["objectId": .string(objectId)]
+        if className == ClassName.user {
+            object["username"] = .string(row["username"].string ?? "")
+            if viewer.isMaster || viewer.userId == objectId, let email = row["email"].string { object["email"] = .string(email) }
+            if let verified = row["email_verified"].bool { object["emailVerified"] = .bool(verified) }
+        }
+        if let text = row["data"].json, case .object(let data)? = try? JSONParser().parse(text) {
+            for (key, value) in data where object[key] == nil && (className != ClassName.user || key != "sessionToken") { object[key] = value }
+        }
+        if let created = row["created_at"].timestampMilliseconds { object["createdAt"] = .string(UTCTime.iso8601(milliseconds: created)) }
+        if let updated = row["updated_at"].timestampMilliseconds { object["updatedAt"] = .string(UTCTime.iso8601(milliseconds: updated)) }
+        if let text = row["acl"].json, let acl = try? JSONParser().parse(text) { object["ACL"] = acl }
+        return object
+    }
+
+    private static func select(_ object: JSONObject, keys: [String]?) -> JSONObject {
+        guard let keys else { return object }
+        let wanted = Set(keys).union(["objectId", "createdAt", "updatedAt", "ACL", "sessionToken"])
+        return JSONObject(object.filter { wanted.contains($0.key) }.map { ($0.key, $0.value) })
     }
 
     private func assertSameJSON(_ className: String, _ parameters: [(name: String, value: String)], file: StaticString = #filePath,
                                 line: UInt = #line) async throws {
         let query = try ParseQuery.fromRequest(className: className, parameters: parameters)
         for auth in [Auth.anonymous, Auth.master, Self.user("u1"), Self.user("u2")] {
-            let written = String(decoding: try await Self.runner.findJSON(query, auth: auth, on: db), as: UTF8.self)
-            let built = try await expected(query, auth: auth)
+            let written = String(decoding: try await Self.runner.find(query, auth: auth, on: db), as: UTF8.self)
+            let built = try expected(query, auth: auth)
             let context = "\(className) \(parameters) as \(auth.isMaster ? "master" : auth.userId ?? "anonymous")"
             XCTAssertTrue(Self.sameJSON(try JSONParser().parse(written), try JSONParser().parse(built)),
                           "\(context):\n\(written)\n\(built)", file: file, line: line)
@@ -93,7 +130,7 @@ final class QueryResultJSONTests: XCTestCase {
         }
     }
 
-    func testUserRowsAreWrittenAsTheirObjectsSerialize() async throws {
+    func testUserRowsFollowParsesMemberRules() async throws {
         try await assertSameJSON("_User", [])
         try await assertSameJSON("_User", [("where", #"{"username":"alice"}"#)])
         try await assertSameJSON("_User", [("order", "-username"), ("count", "1")])
@@ -101,7 +138,7 @@ final class QueryResultJSONTests: XCTestCase {
         try await assertSameJSON("_User", [("where", #"{"username":"nobody"}"#)])
         // (keys read `data` with jsonb_each, which refuses u4's non-object data.)
         try await assertSameJSON("_User", [("keys", "age,createdAt,email"), ("where", #"{"objectId":{"$ne":"u4"}}"#)])
-        let all = String(decoding: try await QueryRunner().findJSON(ParseQuery.fromRequest(className: "_User", parameters: []),
+        let all = String(decoding: try await QueryRunner().find(ParseQuery.fromRequest(className: "_User", parameters: []),
                                                                    auth: .anonymous, on: db), as: UTF8.self)
         XCTAssertTrue(all.contains(#""createdAt":"1969-12-31T23:59:59.999Z""#), all)
         XCTAssertTrue(all.contains(#""ACL":{"kept":true}"#), all)
@@ -120,7 +157,7 @@ final class QueryResultJSONTests: XCTestCase {
         XCTAssertGreaterThan(Self.runner.compiledQueries.hits, 0)
     }
 
-    func testObjectRowsAreWrittenAsTheirObjectsSerialize() async throws {
+    func testObjectRowsFollowParsesMemberRules() async throws {
         try await assertSameJSON("Post", [])
         try await assertSameJSON("Post", [("where", #"{"title":"hello"}"#), ("count", "1")])
         try await assertSameJSON("Post", [("keys", "title")])

@@ -21,16 +21,16 @@ final class UserStoreTests: XCTestCase {
         await XCTAssertParseError(111) { try await h.signUp("dave", fields: ["age": "thirty"]) }
         await XCTAssertParseError(105) { try await h.signUp("erin", fields: ["sessionToken": "r:x"]) }
 
-        let login = try await users.logIn(username: "Alice", email: nil, password: "secret", installationId: "inst-1", on: db)
+        let login = try parsed(try await users.logIn(username: "Alice", email: nil, password: "secret", installationId: "inst-1", on: db))
         XCTAssertEqual(login["objectId"], .string(alice.objectId))
         XCTAssertEqual(login["screenName"], "Al")
         XCTAssertEqual(login["email"], "alice@example.com")
         XCTAssertNil(login["password"])
         let token = try XCTUnwrap(login["sessionToken"]?.string)
         XCTAssertTrue(SessionStore.isWellFormed(token))
-        let byEmail = try await users.logIn(username: nil, email: "alice@example.com", password: "secret", installationId: nil, on: db)
+        let byEmail = try parsed(try await users.logIn(username: nil, email: "alice@example.com", password: "secret", installationId: nil, on: db))
         XCTAssertEqual(byEmail["objectId"], .string(alice.objectId))
-        let emailAsUsername = try await users.logIn(username: "alice@example.com", email: nil, password: "secret", installationId: nil, on: db)
+        let emailAsUsername = try parsed(try await users.logIn(username: "alice@example.com", email: nil, password: "secret", installationId: nil, on: db))
         XCTAssertEqual(emailAsUsername["objectId"], .string(alice.objectId))
 
         await XCTAssertParseError(101) { try await users.logIn(username: "Alice", email: nil, password: "wrong", installationId: nil, on: db) }
@@ -41,7 +41,7 @@ final class UserStoreTests: XCTestCase {
         let session = try await h.accounts.sessions.lookup(token, on: db)
         XCTAssertEqual(session.userId, alice.objectId)
         XCTAssertEqual(session.installationId, "inst-1")
-        let me = try await users.me(session: session, on: db)
+        let me = try parsed(try await users.me(session: session, on: db))
         XCTAssertEqual(me["username"], "Alice")
         XCTAssertEqual(me["sessionToken"], .string(token))
         XCTAssertEqual(me["ACL"]?["*"], ["read": true])
@@ -49,10 +49,10 @@ final class UserStoreTests: XCTestCase {
 
         // Another user sees Alice without her email.
         let bob = try await h.signUp("bob")
-        let seen = try await users.get(objectId: alice.objectId, auth: h.auth(bob), on: db)
+        let seen = try parsed(try await users.get(objectId: alice.objectId, auth: h.auth(bob), on: db))
         XCTAssertEqual(seen["username"], "Alice")
         XCTAssertNil(seen["email"])
-        let master = try await users.get(objectId: alice.objectId, auth: .master, on: db)
+        let master = try parsed(try await users.get(objectId: alice.objectId, auth: .master, on: db))
         XCTAssertEqual(master["email"], "alice@example.com")
         await h.shutdown()
     }
@@ -71,7 +71,7 @@ final class UserStoreTests: XCTestCase {
         XCTAssertEqual(updated["visits"]?.int, 1)
 
         // Second login, then a password change from the first session revokes only the second.
-        let other = try await users.logIn(username: "alice", email: nil, password: "one", installationId: nil, on: db)
+        let other = try parsed(try await users.logIn(username: "alice", email: nil, password: "one", installationId: nil, on: db))
         let otherToken = try XCTUnwrap(other["sessionToken"]?.string)
         _ = try await users.update(objectId: alice.objectId, body: ["password": "two"], auth: h.auth(alice), on: db)
         await XCTAssertParseError(209) { try await sessions.lookup(otherToken, on: db) }
@@ -105,7 +105,7 @@ final class UserStoreTests: XCTestCase {
         for _ in 0..<2 {
             await XCTAssertParseError(101) { try await users.logIn(username: "victim", email: nil, password: "bad", installationId: nil, on: db) }
         }
-        let locked = await Result { () async throws(ParseError) -> JSONObject in
+        let locked = await Result { () async throws(ParseError) -> [UInt8] in
             try await users.logIn(username: "victim", email: nil, password: "pw", installationId: nil, on: db)
         }
         XCTAssertEqual(locked.failure?.code, 101)
@@ -121,7 +121,7 @@ final class UserStoreTests: XCTestCase {
         let sessions = h.accounts.sessions, db = h.client
         let alice = try await h.signUp("alice")
         let bob = try await h.signUp("bob")
-        let list = try await sessions.list(userId: alice.objectId, limit: 100, skip: 0, on: db)
+        let list = try parsedResults(try await sessions.list(userId: alice.objectId, limit: 100, skip: 0, on: db))
         XCTAssertEqual(list.count, 1)
         XCTAssertEqual(list[0]["createdWith"], ["action": "signup", "authProvider": "password"])
         XCTAssertEqual(list[0]["expiresAt"]?["__type"], "Date")

@@ -68,7 +68,7 @@ final class ValueTests: XCTestCase {
         let a = SessionInfo(sessionId: "s1", token: "t1", userId: "u1", expiresAt: 1_000_000, installationId: nil)
         let b = SessionInfo(sessionId: "s2", token: "t2", userId: "u1", expiresAt: 1_000_000, installationId: nil)
         let c = SessionInfo(sessionId: "s3", token: "t3", userId: "u2", expiresAt: 1_000_000, installationId: nil)
-        cache.put(a); cache.put(b); cache.put(c)
+        cache.put(a, since: cache.mark()); cache.put(b, since: cache.mark()); cache.put(c, since: cache.mark())
         XCTAssertEqual(cache.count, 2)
         XCTAssertNil(cache.get("t1"), "oldest evicted")
         XCTAssertEqual(cache.get("t2"), b)
@@ -78,7 +78,7 @@ final class ValueTests: XCTestCase {
         now.value += 10_000
         XCTAssertNil(cache.get("t3"), "TTL")
         let expired = SessionInfo(sessionId: "s4", token: "t4", userId: "u3", expiresAt: now.value - 1, installationId: nil)
-        cache.put(expired)
+        cache.put(expired, since: cache.mark())
         XCTAssertNil(cache.get("t4"), "expired sessions are never served")
     }
 
@@ -86,8 +86,8 @@ final class ValueTests: XCTestCase {
         let cache = SessionCache(capacity: 8, ttlSeconds: 10, clock: { 0 })
         let long = SessionInfo(sessionId: "s1", token: "r:0123456789abcdef0123456789abcdef", userId: "u1", expiresAt: 1, installationId: nil)
         let short = SessionInfo(sessionId: "s2", token: "r:ab", userId: "u2", expiresAt: 1, installationId: "i")
-        cache.put(long)
-        cache.put(short)
+        cache.put(long, since: cache.mark())
+        cache.put(short, since: cache.mark())
         func get(_ text: String) -> SessionInfo? { Array(text.utf8).withUnsafeBufferPointer { cache.get(token: $0) } }
         XCTAssertEqual(get(long.token), long)
         XCTAssertEqual(get(short.token), short)
@@ -98,19 +98,50 @@ final class ValueTests: XCTestCase {
         cache.invalidate(token: long.token)
         XCTAssertNil(get(long.token))
         XCTAssertEqual(cache.get(short.token), short)
-        cache.put(short)
+        cache.put(short, since: cache.mark())
         XCTAssertEqual(cache.count, 1, "putting a token again replaces its entry")
         cache.invalidate(userId: "u2")
         XCTAssertNil(get(short.token))
         XCTAssertEqual(cache.count, 0)
     }
 
+    func testSessionCacheKeepsNothingInvalidatedWhileItWasRead() {
+        let cache = SessionCache(capacity: 8, ttlSeconds: 10, clock: { 0 })
+        let a = SessionInfo(sessionId: "s1", token: "t1", userId: "u1", expiresAt: 1, installationId: nil)
+        let b = SessionInfo(sessionId: "s2", token: "t2", userId: "u2", expiresAt: 1, installationId: nil)
+        // A read began, then an event invalidated a user (any user): its answer may be stale.
+        var mark = cache.mark()
+        cache.invalidate(userId: "u1")
+        cache.put(a, since: mark)
+        XCTAssertNil(cache.get("t1"), "read before the invalidation: not cached")
+        mark = cache.mark()
+        cache.invalidate(token: "t9")
+        cache.put(b, since: mark)
+        XCTAssertNil(cache.get("t2"), "any invalidation counts")
+        mark = cache.mark()
+        cache.put(a, since: mark)
+        XCTAssertEqual(cache.get("t1"), a)
+
+        // Suspended (events may be missed): nothing served, nothing kept, until resumed.
+        cache.suspend()
+        XCTAssertFalse(cache.isTrusted)
+        XCTAssertNil(cache.get("t1"), "suspending drops what was cached")
+        cache.put(b, since: cache.mark())
+        XCTAssertNil(cache.get("t2"), "nothing is cached while suspended")
+        mark = cache.mark()
+        cache.resume()
+        cache.put(b, since: mark)
+        XCTAssertNil(cache.get("t2"), "a read that began while suspended is not kept")
+        cache.put(b, since: cache.mark())
+        XCTAssertEqual(cache.get("t2"), b)
+    }
+
     func testUserCacheSerializedAddsTheSessionToken() throws {
         let now = ManagedTime()
         let cache = UserCache(capacity: 4, ttlMilliseconds: 1000, clock: { now.value })
         let user: JSONObject = ["objectId": "u1", "username": "al\"ice", "n": 3]
-        cache.put("u1", user)
-        cache.put("empty", JSONObject())
+        cache.put("u1", SessionUserJSON(user: Array(JSONValue.object(user).serialized().utf8)))
+        cache.put("empty", SessionUserJSON(user: Array("{}".utf8)))
         for token in ["r:0123456789abcdef", "", "odd\"to\\ken\n\u{1}", "ünï"] {
             var expected = user
             expected["sessionToken"] = .string(token)

@@ -16,6 +16,8 @@ final class ParseHarness: @unchecked Sendable {
     let database: PostgresClient
     let api: ParseAPI
     let server: HTTPServer
+    /// The routes the server matches (for calling a route's two halves directly).
+    let routes: RouteTable
     let appID = "test-app"
     let masterKey = "test-master"
     let restKey: String?
@@ -28,7 +30,8 @@ final class ParseHarness: @unchecked Sendable {
         return parts.joined(separator: "/") + "/migrations"
     }
 
-    init(restKey: String? = nil, accounts: AccountsConfiguration = AccountsConfiguration(passwordOperationsLimit: 1, passwordMemoryLimit: 8192)) async throws {
+    init(restKey: String? = nil, accounts: AccountsConfiguration = AccountsConfiguration(passwordOperationsLimit: 1, passwordMemoryLimit: 8192),
+         serverURL: ParseServerURL = ParseServerURL()) async throws {
         self.restKey = restKey
         let postgres = try TestPostgres.shared()
         let url = try postgres.makeDatabase(prefix: "parse")
@@ -38,16 +41,31 @@ final class ParseHarness: @unchecked Sendable {
         database = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: url))
         database.start()
         try await database.waitUntilReady()
-        api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey),
+        api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey, serverURL: serverURL),
                        accountsConfiguration: accounts, database: database, blockingPool: pool)
         let router = Router()
         router.add(middleware: fullPath)
         api.register(on: router)
-        server = HTTPServer(group: group, configuration: .init(host: "127.0.0.1", port: 0), router: router)
+        routes = router.makeTable()
+        server = HTTPServer(group: group, configuration: .init(host: "127.0.0.1", port: 0), routes: routes)
         try server.start()
     }
 
+    /// Makes this API a node that hears account events from others (LISTEN, as application
+    /// `parley-events`), and waits until it does: until then its session cache serves nothing.
+    func listenForAccountEvents() async throws {
+        var configuration = database.configuration
+        configuration.connectionString += " application_name=parley-events"
+        api.accounts.events.startListening(on: group.loops[0], configuration: configuration)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !api.accounts.sessions.cache.isTrusted {
+            guard ContinuousClock.now < deadline else { throw XCTSkip("the accounts LISTEN connection did not come up") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     func shutdown() async {
+        api.accounts.events.stopListening()
         server.quiesce()
         server.closeAll()
         await database.shutdown()
@@ -58,6 +76,7 @@ final class ParseHarness: @unchecked Sendable {
     struct Reply {
         let status: Int
         let headers: [(String, String)]
+        let body: [UInt8]
         let json: Any?
         var object: [String: Any] { json as? [String: Any] ?? [:] }
         var code: Int? { object["code"] as? Int }
@@ -85,7 +104,7 @@ final class ParseHarness: @unchecked Sendable {
         // The client closes its socket when it goes away (closing it here too would close
         // whatever socket another thread opened on the same descriptor number meanwhile).
         let response = try client.request(method, path, headers: headers, body: bytes)
-        return Reply(status: response.status, headers: response.headers, json: response.json)
+        return Reply(status: response.status, headers: response.headers, body: response.body, json: response.json)
     }
 
     /// Signs up and returns (objectId, sessionToken).

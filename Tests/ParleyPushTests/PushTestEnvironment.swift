@@ -36,7 +36,7 @@ final class PushTestEnvironment: @unchecked Sendable {
             requestTimeout: .seconds(2), pollInterval: .milliseconds(100))
         configure(&configuration)
         push = PushService(database: client, group: group, configuration: configuration, metrics: registry)
-        realtime = RealtimeService(database: client, group: group, observer: push)
+        realtime = RealtimeService(database: client, group: group, authenticator: NoSessions(), observer: push)
         if start { push.start() }
     }
 
@@ -119,4 +119,10 @@ final class PushTestEnvironment: @unchecked Sendable {
         XCTFail("timed out waiting until \(what)", file: file, line: line)
         throw CancellationError()
     }
+}
+
+/// Push tests open no sockets: no session token is valid.
+struct NoSessions: RealtimeAuthenticator {
+    func authenticate(sessionToken: String) async throws -> RealtimeIdentity? { nil }
+    func userExists(_ userId: String) async throws -> Bool { false }
 }

@@ -4,6 +4,7 @@ import ParleyNet
 import ParleyPostgres
 @testable import ParleyRealtime
 import ParleyTestSupport
+import Synchronization
 import XCTest
 
 /// A fresh migrated database, loops, a client and a realtime service (no sockets).
@@ -12,6 +13,8 @@ final class RealtimeTestEnvironment: Sendable {
     let client: PostgresClient
     let service: RealtimeService
     let connectionString: String
+    /// The sessions the service accepts (the server wires in the accounts module's instead).
+    let sessions = TestSessions()
 
     init(threads: Int = 2, configure: (inout RealtimeConfiguration) -> Void = { _ in }) async throws {
         connectionString = try TestPostgres.shared().makeDatabase(prefix: "realtime")
@@ -23,7 +26,7 @@ final class RealtimeTestEnvironment: Sendable {
         try await client.waitUntilReady()
         var configuration = RealtimeConfiguration()
         configure(&configuration)
-        service = RealtimeService(database: client, group: group, configuration: configuration)
+        service = RealtimeService(database: client, group: group, configuration: configuration, authenticator: sessions)
     }
 
     var queue: DeliveryQueue { service.queue }
@@ -83,6 +86,29 @@ final class RealtimeTestEnvironment: Sendable {
             if case .message(let message)? = event.body { return message.text }
             return nil
         }
+    }
+}
+
+/// Sessions by token, in memory: what a test says is valid (or that the store is down).
+final class TestSessions: RealtimeAuthenticator {
+    struct Unavailable: Error {}
+
+    private let identities = Mutex<[String: RealtimeIdentity]>([:])
+    private let down = Mutex(false)
+
+    func add(token: String, userId: String, expiresAt: Int64 = .max) {
+        identities.withLock { $0[token] = RealtimeIdentity(userId: userId, sessionExpiresAt: expiresAt) }
+    }
+
+    func setDown(_ value: Bool) { down.withLock { $0 = value } }
+
+    func authenticate(sessionToken: String) async throws -> RealtimeIdentity? {
+        if down.withLock({ $0 }) { throw Unavailable() }
+        return identities.withLock { $0[sessionToken] }
+    }
+
+    func userExists(_ userId: String) async throws -> Bool {
+        identities.withLock { $0.values.contains { $0.userId == userId } }
     }
 }
 

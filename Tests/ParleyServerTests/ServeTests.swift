@@ -114,7 +114,9 @@ final class ServeTests: XCTestCase {
     }
 
     func testUnknownFlagAndBadValueExitWithUsageError() throws {
-        for arguments in [["serve", "--no-such-flag"], ["serve", "--port", "99999"], ["serve", "--idle-timeout", "soon"]] {
+        for arguments in [["serve", "--no-such-flag"], ["serve", "--port", "99999"], ["serve", "--idle-timeout", "soon"],
+                          ["serve", "--public-url", "api.example.com"], ["serve", "--public-url", "https://x.example/?q=1"],
+                          ["serve", "--trusted-proxies", "10.0.0.0/8,not-an-address"], ["serve", "--trusted-proxies", "10.0.0.0/33"]] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
             process.arguments = arguments

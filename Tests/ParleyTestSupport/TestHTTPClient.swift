@@ -57,7 +57,8 @@ public final class TestHTTPClient: @unchecked Sendable {
 
     /// Sends one request and reads its response (keep-alive).
     public func request(_ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil) throws -> Response {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        // A test may send its own Host (a spoofed one, say) instead of the loopback address.
+        var head = "\(method) \(path) HTTP/1.1\r\n" + (headers.contains { $0.0.lowercased() == "host" } ? "" : "Host: 127.0.0.1\r\n")
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let body { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"

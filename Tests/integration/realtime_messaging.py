@@ -2,15 +2,19 @@
 """Realtime messaging end to end with an outside client (the `websockets` library): two users,
 three devices; send, receive, ack, receipts, offline device catching up in order, resumeAfter
 replaying exactly the unacknowledged tail, idempotent re-send, unknown recipients, protocol
-errors and close codes, replacement of a device's connection, REST send and history paging."""
+errors and close codes, replacement of a device's connection, REST send and history paging, and a ban from another process
+refusing a cached session on every path."""
 import asyncio
 import json
 import os
+import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import Client, check, create_users, log, run, run_on_nodes  # noqa: E402
+from realtime_support import REPO, Client, check, create_users, log, parley_binary, run, run_on_nodes  # noqa: E402
 
 import websockets  # noqa: E402
 
@@ -202,7 +206,6 @@ async def scenario(postgres, server):
     log("REST send and history paging: ok")
 
     # Logging out over the Parse API closes the sockets opened with that session (4006).
-    import urllib.request
     logout = urllib.request.Request(server.http_url + "/parse/logout", data=b"{}", method="POST",
                                     headers={"X-Parse-Application-Id": "parley", "X-Parse-Session-Token": alice_token,
                                              "Content-Type": "application/json"})
@@ -213,6 +216,33 @@ async def scenario(postgres, server):
         check(client.ws.close_code == 4006, f"logged-out session's socket closed with {client.ws.close_code}")
     check(new.ws.close_code is None, "another user's socket must stay open")
     log("logout closes the session's sockets with 4006: ok")
+
+    # A ban through another process (`parley user ban`, as another node would ban) refuses Bob's
+    # session on every path of this node at once, though this node has it cached: his open socket
+    # (4006), /v1 REST (both credential forms), a new hello, and the Parse API.
+    status, _ = server.request("GET", "/v1/turn", token=bob_token)
+    check(status == 200, f"bob's session works (and is cached) before the ban: {status}")
+    banned = subprocess.run([parley_binary(), "user", "ban", bob, "--database-url", server.database_url,
+                             "--migrations-dir", os.path.join(REPO, "migrations")], capture_output=True, text=True, timeout=120)
+    check(banned.returncode == 0, f"parley user ban: {banned.returncode} {banned.stdout} {banned.stderr}")
+    await asyncio.wait_for(new.closed, 10)
+    check(new.ws.close_code == 4006, f"the banned user's socket closed with {new.ws.close_code}")
+    for method, path, body, bearer in [("GET", "/v1/turn", None, True), ("GET", "/v1/calls", None, False),
+                                       ("GET", f"/v1/messages?with={alice}", None, True),
+                                       ("POST", "/v1/messages", {"clientMessageId": "banned-1", "to": [alice], "text": "x"}, False)]:
+        status, error = server.request(method, path, body, token=bob_token, bearer=bearer)
+        check(status == 401 and error["code"] == "invalid_session", f"{method} {path} after the ban: {status} {error}")
+    ws = await websockets.connect(ws_url, ping_interval=None)
+    frames = await expect_close(ws, 4004, send=json.dumps({"type": "hello", "sessionToken": bob_token, "deviceId": "bob-phone"}))
+    check(frames and frames[0]["code"] == "invalid_session", frames)
+    me = urllib.request.Request(server.http_url + "/parse/users/me",
+                                headers={"X-Parse-Application-Id": "parley", "X-Parse-Session-Token": bob_token})
+    try:
+        urllib.request.urlopen(me, timeout=10)
+        check(False, "the banned user's /parse/users/me answered")
+    except urllib.error.HTTPError as error:
+        check(error.code == 400 and json.loads(error.read())["code"] == 209, f"/parse/users/me after the ban: {error.code}")
+    log("a ban from another process refuses the cached session on every path: ok")
 
     for client in (a1, a2, old, new, other):
         await client.close()

@@ -24,10 +24,10 @@ parley_use_postgres
 for tool in wrk curl python3; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found: run scripts/setup.sh"
 done
-if [ "$build" -eq 1 ]; then
+if [ "$build" -eq 1 ] && [ -z "${PARLEY_BIN:-}" ]; then
     swift build -c release --product parley >&2
 fi
-parley_bin="$PARLEY_ROOT/.build/release/parley"
+parley_bin="${PARLEY_BIN:-$PARLEY_ROOT/.build/release/parley}"
 [ -x "$parley_bin" ] || die "no release binary at $parley_bin"
 
 work="$(mktemp -d /tmp/parley-bench-accounts.XXXXXX)"
@@ -51,17 +51,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_parley [serve options...]: starts the server and waits for /ready; sets $port.
+# start_parley [serve options...]: starts the server and waits for /ready; sets $port. The
+# command runs under "${parley_launcher[@]}" when set (valgrind, say), given parley_ready_seconds.
+parley_launcher=()
+parley_ready_seconds=120
 # shellcheck disable=SC2120
 start_parley() {
     port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    PARLEY_APP_ID="$app_id" "$parley_bin" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
+    PARLEY_APP_ID="$app_id" "${parley_launcher[@]}" "$parley_bin" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
         --migrations-dir "$PARLEY_ROOT/migrations" --log-level warning "$@" >"$work/parley.log" 2>&1 &
     parley_pid=$!
-    local deadline=$((SECONDS + 120))
+    local deadline=$((SECONDS + parley_ready_seconds))
     until curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$port/ready" 2>/dev/null; do
         kill -0 "$parley_pid" 2>/dev/null || { tail -n 40 "$work/parley.log" >&2; die "parley exited"; }
-        [ "$SECONDS" -lt "$deadline" ] || die "parley not ready in 120 s"
+        [ "$SECONDS" -lt "$deadline" ] || die "parley not ready in $parley_ready_seconds s"
         sleep 0.2
     done
 }

@@ -135,7 +135,7 @@ public enum AccountsCLI {
             guard let limit = Int(text), limit >= 0 else { throw CLIError.usage("--limit must be a non-negative integer") }
             query.limit = min(limit, ParseQuery.maxLimit)
         }
-        let (users, _) = try await QueryRunner().find(query, auth: .master, on: accounts.database)
+        let users = try results(try await QueryRunner().find(query, auth: .master, on: accounts.database))
         let banned = try await bannedStates(users.compactMap { $0["objectId"]?.string }, accounts)
         let rows = users.map { user -> JSONObject in
             var user = user
@@ -151,7 +151,7 @@ public enum AccountsCLI {
 
     private static func show(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {
         let id = try await accounts.users.resolve(try args.target(), on: accounts.database)
-        var user = try await accounts.users.get(objectId: id, auth: .master, on: accounts.database)
+        var user = try object(try await accounts.users.get(objectId: id, auth: .master, on: accounts.database))
         let extra = try await accounts.database.run("""
             SELECT banned, failed_logins, locked_until, (SELECT count(*) FROM sessions s WHERE s.user_id = u.object_id) AS sessions
             FROM users u WHERE object_id = $1
@@ -230,7 +230,7 @@ public enum AccountsCLI {
 
     private static func sessions(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {
         let id = try await accounts.users.resolve(try args.target(), on: accounts.database)
-        let sessions = try await accounts.sessions.list(userId: id, limit: 1000, skip: 0, on: accounts.database)
+        let sessions = try results(try await accounts.sessions.list(userId: id, limit: 1000, skip: 0, on: accounts.database))
         if args.json {
             io.output(JSONValue.array(sessions.map(JSONValue.object)).serialized())
         } else {
@@ -255,6 +255,18 @@ public enum AccountsCLI {
     }
 
     // MARK: Formatting
+
+    /// A JSON object the stores wrote.
+    private static func object(_ bytes: [UInt8]) throws -> JSONObject {
+        guard case .object(let object) = try JSONParser().parse(bytes) else { throw CLIError.failed("unexpected answer from the store") }
+        return object
+    }
+
+    /// The objects of a `{"results":[…]}` body.
+    private static func results(_ bytes: [UInt8]) throws -> [JSONObject] {
+        guard case .array(let items)? = try object(bytes)["results"] else { throw CLIError.failed("unexpected answer from the store") }
+        return items.compactMap { if case .object(let item) = $0 { item } else { nil } }
+    }
 
     private static func bannedStates(_ ids: [String], _ accounts: Accounts) async throws -> [String: Bool] {
         guard !ids.isEmpty else { return [:] }

@@ -117,16 +117,37 @@ public struct ParseQuery: Sendable, Equatable {
                 default: query.count = try parseCount(try text(value, name))
                 }
             default:
-                let empty: Bool
-                switch value {
-                case .null: empty = true
-                case .string(let text): empty = text.isEmpty
-                default: empty = false
-                }
-                try refuseUnsupported(name, empty: empty)
+                try refuseUnsupported(name, empty: isEmpty(value))
             }
         }
         return query
+    }
+
+    /// The `keys` of a single-object GET (`GET /classes/:className/:objectId` and the system
+    /// classes' equivalents), from its parameters (query-string values as strings, or the JSON
+    /// body of the `_method: GET` form). The parameters Parse Server allows there are `keys`,
+    /// `include`, `excludeKeys` and the read-preference hints; any other is refused (102), as
+    /// Parse Server does. `include` and `excludeKeys` are refused exactly as a query refuses them
+    /// (102 when not empty), so a fetch and a find answer one way.
+    public static func fetchKeys(parameters: [(name: String, value: JSONValue)]) throws(QueryError) -> [String]? {
+        var keys: [String]?
+        var seen = SeenParameters()
+        for (name, value) in parameters {
+            guard try seen.accept(name) else { continue }
+            switch name {
+            case "keys":
+                if case .array(let items) = value {
+                    keys = try parseKeys(try items.map { item throws(QueryError) in try text(item, name) }.joined(separator: ","))
+                } else {
+                    keys = try parseKeys(try text(value, name))
+                }
+            case "include", "excludeKeys":
+                try refuseUnsupported(name, empty: isEmpty(value))
+            default:
+                throw .invalidQuery("Improper encode of parameter")
+            }
+        }
+        return keys?.isEmpty == true ? nil : keys
     }
 
     // MARK: - Parameters
@@ -168,6 +189,15 @@ public struct ParseQuery: Sendable, Equatable {
             throw .invalidQuery("\(name) is not supported")
         }
         throw .invalidQuery("Invalid parameter for query: \(name)")
+    }
+
+    /// A parameter given without a value (null or an empty string).
+    private static func isEmpty(_ value: JSONValue) -> Bool {
+        switch value {
+        case .null: true
+        case .string(let text): text.isEmpty
+        default: false
+        }
     }
 
     private static func text(_ value: JSONValue, _ name: String) throws(QueryError) -> String {

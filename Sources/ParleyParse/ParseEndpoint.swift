@@ -1,0 +1,18 @@
+/// What one route of the Parse API runs once its request is authorized. Registered once, as its
+/// route's payload (`Route.payload`), so that batch sub-requests and the `_method` form find it
+/// in the router's table like any request.
+struct ParseEndpoint: Sendable {
+    typealias Handler = @Sendable (ParseAPI, ParseRequest) async throws -> ParseResponse
+
+    let handler: Handler
+    /// False for login, which ignores a session token (as Parse Server).
+    var readsSession = true
+    /// Only the master key may call it (403 otherwise, as Parse Server's `serverInfo`).
+    var requiresMaster = false
+
+    init(readsSession: Bool = true, requiresMaster: Bool = false, _ handler: @escaping Handler) {
+        self.handler = handler
+        self.readsSession = readsSession
+        self.requiresMaster = requiresMaster
+    }
+}
