@@ -88,7 +88,12 @@ final class CallTests: XCTestCase {
         XCTAssertEqual(callerMedia.closed, 1)
 
         // The call is in both users' history.
-        let history = try await caller.rest().callHistory(limit: 10)
+        // The end is recorded after it is signalled: wait for the row (bounded), not a fixed time.
+        var history = try await caller.rest().callHistory(limit: 10)
+        for _ in 0..<100 where history.first?.endCause == nil {
+            try await Task.sleep(for: .milliseconds(50))
+            history = try await caller.rest().callHistory(limit: 10)
+        }
         XCTAssertEqual(history.first?.callId.lowercased(), call.callId.lowercased())
         XCTAssertEqual(history.first?.endCause, .hungUp)
         for client in [caller, phone, tablet] { await client.shutdown() }
