@@ -98,7 +98,7 @@ public final class JWKSCache: Sendable {
             let candidates = state.keys.candidates(keyID: keyID, algorithm: algorithm)
             if now < state.expires && !candidates.isEmpty { return .found(candidates) }
             if state.waiters != nil { return .wait }
-            if let last = state.lastFetch, now - last < Self.nanoseconds(configuration.refetchInterval) {
+            if let last = state.lastFetch, now - last < configuration.refetchInterval.nonNegativeNanoseconds {
                 return .found(candidates)
             }
             state.waiters = []
@@ -121,7 +121,7 @@ public final class JWKSCache: Sendable {
             switch result {
             case .success(let (keys, ttl)):
                 state.keys = keys
-                state.expires = EventLoop.monotonicNanoseconds() + Self.nanoseconds(ttl)
+                state.expires = EventLoop.monotonicNanoseconds() + ttl.nonNegativeNanoseconds
                 state.lastFailure = nil
             case .failure(let failure):
                 state.lastFailure = failure.reason
@@ -174,11 +174,6 @@ public final class JWKSCache: Sendable {
             return seconds
         }
         return nil
-    }
-
-    static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
     }
 }
 
