@@ -34,7 +34,7 @@ let package = Package(
 
         // Domain.
         .target(name: "ParleyIdentity", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyLog", "COpenSSL"]),
-        .target(name: "ParleyMail", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
+        .target(name: "ParleyMail", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyLog"]),
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
@@ -61,7 +61,7 @@ let package = Package(
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyMigrations", "ParleyAccounts",
-            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyIdentityTests", dependencies: ["ParleyIdentity", "ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),

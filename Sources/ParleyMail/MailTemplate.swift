@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ParleyPostgres
 
 /// A mail's subject, plain-text body and optional HTML body with `{{name}}` placeholders.
@@ -86,6 +89,7 @@ public struct MailTemplates: Sendable, Equatable {
     public static func load(directory: String?) throws(FileSystemError) -> MailTemplates {
         var templates = MailTemplates()
         guard let directory else { return templates }
+        guard access(directory, R_OK | X_OK) == 0 else { throw FileSystemError(call: "access", path: directory, errno: errno) }
         templates.verifyEmail = try override(templates.verifyEmail, directory: directory, name: "verify_email")
         templates.passwordReset = try override(templates.passwordReset, directory: directory, name: "password_reset")
         return templates

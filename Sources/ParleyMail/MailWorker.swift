@@ -6,7 +6,8 @@ import ParleyNet
 import Synchronization
 
 /// Sends this node's share of the outbox: claims due mails (`FOR UPDATE SKIP LOCKED`, so nodes
-/// never claim the same one) up to `concurrency`, delivers each, records the outcome; a
+/// never claim the same one) for each free slot of `concurrency`, delivers each in its own task,
+/// records the outcome; a
 /// temporary failure is retried with backoff, a refusal (5xx) is dead at once. Expired claims
 /// (a node stopped mid-send) are recovered, and old sent mails deleted.
 ///
@@ -22,7 +23,9 @@ public final class MailWorker: Sendable {
     private let backoff: RetryBackoff
     private let logger: Logger
     private let running = Atomic<Bool>(false)
+    /// The claiming task and the deliveries in flight.
     private let active = Atomic<Int>(0)
+    private let inFlight = Atomic<Int>(0)
     private let sentCount = Atomic<Int>(0)
 
     public init(outbox: MailOutbox, client: SMTPClient, group: EventLoopGroup, configuration: MailConfiguration, nodeID: String,
@@ -65,34 +68,46 @@ public final class MailWorker: Sendable {
         signal.wake()
     }
 
+    /// Claims mails for the free delivery slots and starts a task per mail, until stopped; a
+    /// slow server holds its slot only, never the claiming of other mails.
     private func work() async {
         var lastMaintenance: UInt64 = 0
         var lastRetention: UInt64 = 0
+        var next = 0
         while running.load(ordering: .acquiring) {
             let now = EventLoop.monotonicNanoseconds()
             if lastMaintenance == 0 || now - lastMaintenance > configuration.pollInterval.nonNegativeNanoseconds {
                 lastMaintenance = now
-                await maintain(retention: lastRetention == 0 || now - lastRetention > 3_600_000_000_000)
-                if lastRetention == 0 || now - lastRetention > 3_600_000_000_000 { lastRetention = now }
+                let retention = lastRetention == 0 || now - lastRetention > 3_600_000_000_000
+                if retention { lastRetention = now }
+                await maintain(retention: retention)
+            }
+            let free = configuration.concurrency - inFlight.load(ordering: .acquiring)
+            guard free > 0 else {
+                await signal.sleep(upTo: configuration.pollInterval)
+                continue
             }
             let claimed: [MailOutbox.Claimed]
             do {
-                claimed = try await outbox.claim(limit: configuration.concurrency, node: nodeID, lease: configuration.lease)
+                claimed = try await outbox.claim(limit: free, node: nodeID, lease: configuration.lease)
             } catch {
                 logger.warning("claiming mails failed", [("error", error.description)])
                 await signal.sleep(upTo: configuration.pollInterval)
                 continue
             }
-            if claimed.isEmpty {
-                await signal.sleep(upTo: configuration.pollInterval)
-                continue
-            }
-            await withTaskGroup(of: Void.self) { tasks in
-                for (index, mail) in claimed.enumerated() {
-                    let loop = group.loops[index % group.loops.count]
-                    tasks.addTask(executorPreference: loop) { [self] in await deliver(mail) }
+            for mail in claimed {
+                inFlight.add(1, ordering: .relaxed)
+                active.add(1, ordering: .relaxed)
+                let loop = group.loops[next % group.loops.count]
+                next += 1
+                Task(executorPreference: loop) { [self] in
+                    await deliver(mail)
+                    inFlight.subtract(1, ordering: .releasing)
+                    active.subtract(1, ordering: .releasing)
+                    signal.wake()
                 }
             }
+            if claimed.count < free { await signal.sleep(upTo: configuration.pollInterval) }
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 @testable import ParleyMail
 import ParleyNet
 import XCTest
@@ -44,5 +45,24 @@ final class MailFormatTests: XCTestCase {
 extension String {
     func replacingOccurrencesOfSoftBreaks() -> String {
         split(separator: "\r\n").map { $0.hasSuffix("=") ? String($0.dropLast()) : String($0) }.joined()
+    }
+}
+
+/// Templates read from a directory.
+final class MailTemplateFilesTests: XCTestCase {
+    func testDirectoryOverridesSomeParts() throws {
+        let directory = NSTemporaryDirectory() + "parley-templates-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "Reset your {{appName}} password\nignored second line".write(toFile: directory + "/password_reset.subject", atomically: true, encoding: .utf8)
+        try "Go: {{link}}".write(toFile: directory + "/password_reset.txt", atomically: true, encoding: .utf8)
+        let templates = try MailTemplates.load(directory: directory)
+        XCTAssertEqual(templates.passwordReset.subject, "Reset your {{appName}} password")
+        XCTAssertEqual(templates.passwordReset.text, "Go: {{link}}")
+        XCTAssertEqual(templates.passwordReset.html, MailTemplates.defaultPasswordReset.html, "no .html file: the built-in one")
+        XCTAssertEqual(templates.verifyEmail, MailTemplates.defaultVerifyEmail)
+        XCTAssertThrowsError(try MailTemplates.load(directory: directory + "/missing"))
+        try String(repeating: "x", count: MailTemplates.maxFileBytes + 1).write(toFile: directory + "/verify_email.txt", atomically: true, encoding: .utf8)
+        XCTAssertThrowsError(try MailTemplates.load(directory: directory), "an oversized template")
     }
 }

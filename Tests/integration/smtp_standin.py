@@ -3,7 +3,7 @@
 Importable (`SMTPStandIn()` runs it in background threads) or run as a script: it prints
 `PORT <control port>` first and serves until its stdin closes. Control over HTTP:
 
-  GET  /control/state      {"smtp_port", "sessions", "messages": [{"from", "to", "data"}]}
+  GET  /control/state      {"smtp_port", "sessions", "data_started", "messages": [{"from", "to", "data"}]}
   POST /control/behaviour  {"auth": {"user": "password"} (AUTH required, PLAIN and LOGIN),
                             "tempfail_rcpt": n (answer 451 to the next n RCPT),
                             "reject": ["addr"] (550 for these recipients),
@@ -32,6 +32,7 @@ class SMTPStandIn:
         self.lock = threading.Lock()
         self.messages = []
         self.sessions = 0
+        self.data_started = 0
         self.auth = None
         self.tempfail_rcpt = 0
         self.reject = set()
@@ -67,6 +68,7 @@ class SMTPStandIn:
 
             async def handle_DATA(self, server, session, envelope):
                 with stand_in.lock:
+                    stand_in.data_started += 1
                     hang = stand_in.hang_data
                 if hang:
                     await asyncio.sleep(3600)
@@ -99,7 +101,8 @@ class SMTPStandIn:
 
     def state(self):
         with self.lock:
-            return {"smtp_port": self.smtp_port, "sessions": self.sessions, "messages": list(self.messages)}
+            return {"smtp_port": self.smtp_port, "sessions": self.sessions, "data_started": self.data_started,
+                    "messages": list(self.messages)}
 
     def close(self):
         self.controller.stop()
