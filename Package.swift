@@ -9,8 +9,16 @@ let hotPathSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "parley",
+    // Apple platforms matter only to the ParleyKit product (the server builds on Linux).
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .executable(name: "parley", targets: ["parley"]),
+        // The client SDK: the portable core and, on Apple platforms, the URLSession transport
+        // with the CallKit / LiveCommunicationKit glue (an empty module elsewhere).
+        .library(name: "ParleyKit", targets: ["ParleyKit", "ParleyKitApple"]),
+        // The Linux transport on Parley's event loops (tests, command-line clients).
+        .library(name: "ParleyKitLinux", targets: ["ParleyKitLinux"]),
+        .executable(name: "parley-chat", targets: ["parley-chat"]),
     ],
     targets: [
         // C system libraries and the Linux shim (lowest layer).
@@ -65,6 +73,16 @@ let package = Package(
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
+        // The client SDK (docs/sdk-swift.md). The core is portable (ParleyJSON only, so it also
+        // builds for iOS); the Linux transport runs it on ParleyNet's loops; the Apple target
+        // compiles only where Foundation networking and CallKit exist (its sources are in
+        // `#if canImport(...)` blocks, and it is the one target the no-Foundation check exempts).
+        .target(name: "ParleyKit", dependencies: ["ParleyJSON"]),
+        .target(name: "ParleyKitLinux", dependencies: ["ParleyKit", "ParleyJSON", "ParleyWebSocket", "ParleyHTTP", "ParleyNet"]),
+        .target(name: "ParleyKitApple", dependencies: ["ParleyKit", "ParleyJSON"]),
+        .executableTarget(name: "parley-chat", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyHTTP", "ParleyNet"]),
+        .executableTarget(name: "parley-sdk-bench", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet"]),
+
         // Tests.
         .target(name: "ParleyTestSupport", dependencies: ["ParleyPostgres", "ParleyNet"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyJSONTests", dependencies: ["ParleyJSON"]),
@@ -79,6 +97,7 @@ let package = Package(
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyKitTests", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyMigrations", "ParleyPostgres", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -42,9 +42,11 @@ extension SQLExecutor {
 }
 
 extension ParseError {
-    /// A database failure as a Parse error: bad input the server caught (invalid text
-    /// representation, numeric overflow) → 111; everything else → internal (1).
+    /// A database failure as a Parse error: text holding U+0000 → 107 (whichever value or path
+    /// carried it); bad input the server caught (invalid text representation, numeric overflow)
+    /// → 111; everything else → internal (1).
     static func database(_ error: PostgresError) -> ParseError {
+        if error.isNULInText { return .nulCharacter }
         switch error.sqlState {
         case "22P02", "22003", "22023", "2202E":
             return .incorrectType("value has the wrong type or is out of range for this field")

@@ -95,7 +95,7 @@ enum LibPQ {
     /// Fails when text to be passed as a C string contains a NUL (libpq would silently truncate it).
     static func checkNoNUL(_ text: String, _ what: @autoclosure () -> String) throws(PostgresError) {
         var text = text
-        if text.withUTF8(containsNUL) { throw .unsupported("\(what()) contains a NUL byte") }
+        if text.withUTF8(containsNUL) { throw .nulInText(what()) }
     }
 
     /// Whether `bytes` holds a NUL (memchr: SQL texts are checked on every unprepared statement).
@@ -173,7 +173,7 @@ struct LibPQParameters {
                 continue
             }
             let nul = bytes.withUnsafeBufferPointer { LibPQ.containsNUL(UnsafeBufferPointer(rebasing: $0[start...])) }
-            if nul { throw .unsupported("parameter $\(i + 1) contains a NUL byte") }
+            if nul { throw .nulInText("parameter $\(i + 1)") }
             offsets.append(start)
             bytes.append(0)
         }

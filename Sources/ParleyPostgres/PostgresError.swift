@@ -47,8 +47,11 @@ public enum PostgresError: Error, Sendable, Equatable, CustomStringConvertible {
     case shutdown
     /// libpq refused to queue the statement.
     case sendFailed(String)
-    /// The statement or a parameter is not supported (COPY, more than 65535 parameters, NUL in text).
+    /// The statement or a parameter is not supported (COPY, more than 65535 parameters).
     case unsupported(String)
+    /// The statement text or a parameter (`what`) holds a NUL byte, which PostgreSQL's text cannot
+    /// store (libpq would cut it short); refused before anything is sent.
+    case nulInText(String)
 
     public var description: String {
         switch self {
@@ -60,6 +63,7 @@ public enum PostgresError: Error, Sendable, Equatable, CustomStringConvertible {
         case .shutdown: "the PostgreSQL client is shut down"
         case .sendFailed(let reason): "could not send the statement to PostgreSQL: \(reason)"
         case .unsupported(let reason): "unsupported PostgreSQL usage: \(reason)"
+        case .nulInText(let what): "\(what) contains a NUL byte, which PostgreSQL cannot store"
         }
     }
 
@@ -71,6 +75,14 @@ public enum PostgresError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The statement was cancelled by `statement_timeout` (SQLSTATE 57014).
     public var isStatementTimeout: Bool { sqlState == "57014" }
+
+    /// The statement failed because text held U+0000, which PostgreSQL cannot store: a NUL byte
+    /// in the statement or a parameter (refused before sending), or `\u0000` in jsonb input
+    /// (SQLSTATE 22P05). Callers map it to their "bad input" error, never to an internal one.
+    public var isNULInText: Bool {
+        if case .nulInText = self { return true }
+        return sqlState == "22P05"
+    }
 
     /// A unique constraint was violated (SQLSTATE 23505).
     public var isUniqueViolation: Bool { sqlState == "23505" }

@@ -15,9 +15,10 @@ public struct RealtimeFailure: Error, Sendable, Equatable, CustomStringConvertib
 
     public var description: String { "\(code.rawValue): \(message)" }
 
-    /// The wire failure for a database error: unavailable when the database cannot be reached or
-    /// is overloaded (the client retries), internal otherwise.
+    /// The wire failure for a database error: bad_request for text holding U+0000, unavailable
+    /// when the database cannot be reached or is overloaded (the client retries), internal otherwise.
     static func database(_ error: PostgresError) -> RealtimeFailure {
+        if error.isNULInText { return RealtimeFailure(.badRequest, "text must not contain NUL") }
         switch error {
         case .connectionClosed, .connectFailed, .connectionUnavailable, .tooManyWaiters, .shutdown, .sendFailed:
             return RealtimeFailure(.unavailable, "the database is unavailable; retry later")

@@ -104,8 +104,22 @@ final class PostgresDecodingTests: XCTestCase {
             try await test.client.query("SELECT $1::text", [.text("a\u{0}b")])
             XCTFail("expected an error")
         } catch {
-            guard case .unsupported(let reason) = error else { return XCTFail("\(error)") }
-            XCTAssertTrue(reason.contains("$1"), reason)
+            guard case .nulInText(let what) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(what, "parameter $1")
+            XCTAssertTrue(error.isNULInText)
+        }
+        // jsonb's `\u0000` is refused by the server (22P05): the same rule for callers.
+        do {
+            try await test.client.query("SELECT $1::jsonb", [.json(#"{"a":"\u0000"}"#)])
+            XCTFail("expected an error")
+        } catch {
+            XCTAssertEqual(error.sqlState, "22P05", "\(error)")
+            XCTAssertTrue(error.isNULInText)
+        }
+        do {
+            try await test.client.query("SELECT $1::jsonb", [.json(#"{"a":"\\u0000"}"#)])
+        } catch {
+            XCTFail("an escaped backslash is not NUL: \(error)")
         }
         await test.shutdown()
     }
