@@ -42,7 +42,7 @@ let package = Package(
 
         // Domain.
         .target(name: "ParleyIdentity", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyLog", "COpenSSL"]),
-        .target(name: "ParleyMail", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyLog"]),
+        .target(name: "ParleyMail", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyIdentityTests", dependencies: ["ParleyIdentity", "ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyMetrics", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),

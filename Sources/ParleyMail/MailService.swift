@@ -1,4 +1,5 @@
 import ParleyLog
+import ParleyMetrics
 import ParleyNet
 import ParleyPostgres
 
@@ -12,8 +13,9 @@ public final class MailService: Sendable {
     public let worker: MailWorker?
     private let logger: Logger
 
+    /// `blockingPool` resolves the SMTP host name (not needed for a numeric address).
     public init(database: PostgresClient, group: EventLoopGroup, configuration: MailConfiguration, blockingPool: BlockingPool? = nil,
-                logger: Logger = Logger(label: "mail")) {
+                metrics registry: MetricsRegistry? = nil, logger: Logger = Logger(label: "mail")) {
         self.configuration = configuration
         self.logger = logger
         outbox = MailOutbox(database: database)
@@ -21,7 +23,8 @@ public final class MailService: Sendable {
             var random = SystemRandomNumberGenerator()
             let id = String(random.next() & 0xFFFF_FFFF_FFFF, radix: 16)
             worker = MailWorker(outbox: outbox, client: SMTPClient(group: group, configuration: smtp, blockingPool: blockingPool), group: group,
-                                configuration: configuration, nodeID: String(repeating: "0", count: 12 - id.count) + id, logger: logger)
+                                configuration: configuration, nodeID: String(repeating: "0", count: 12 - id.count) + id,
+                                metrics: MailMetrics(registry: registry ?? MetricsRegistry()), logger: logger)
         } else {
             worker = nil
         }

@@ -22,6 +22,7 @@ public final class MailWorker: Sendable {
     private let signal: WakeSignal
     private let backoff: RetryBackoff
     private let logger: Logger
+    private let metrics: MailMetrics
     private let running = Atomic<Bool>(false)
     /// The claiming task and the deliveries in flight.
     private let active = Atomic<Int>(0)
@@ -29,13 +30,14 @@ public final class MailWorker: Sendable {
     private let sentCount = Atomic<Int>(0)
 
     public init(outbox: MailOutbox, client: SMTPClient, group: EventLoopGroup, configuration: MailConfiguration, nodeID: String,
-                logger: Logger = Logger(label: "mail")) {
+                metrics: MailMetrics, logger: Logger = Logger(label: "mail")) {
         self.outbox = outbox
         self.client = client
         self.group = group
         self.configuration = configuration
         self.nodeID = nodeID
         self.logger = logger
+        self.metrics = metrics
         signal = WakeSignal(loop: group.loops[0])
         backoff = RetryBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
     }
@@ -134,12 +136,15 @@ public final class MailWorker: Sendable {
                 switch (outcome, state) {
                 case (.sent, _):
                     sentCount.add(1, ordering: .relaxed)
+                    metrics.sent.increment()
                     logger.info("mail sent", [("mail", "\(mail.id)"), ("kind", mail.kind), ("attempt", "\(mail.attempt)")])
                 case (.retry(let error, let delay), "pending"):
+                    metrics.retried.increment()
                     logger.warning("mail delivery failed; retrying", [("mail", "\(mail.id)"), ("attempt", "\(mail.attempt)"), ("error", error),
                                                                       ("retryIn", "\(delay.wholeMilliseconds)ms")])
                     signal.wake(after: delay)
                 case (.retry(let error, _), _), (.dead(let error), _):
+                    metrics.dead.increment()
                     logger.error("mail is dead", [("mail", "\(mail.id)"), ("kind", mail.kind), ("attempts", "\(mail.attempt)"), ("error", error)])
                 }
                 return

@@ -77,7 +77,8 @@ public final class ServerRuntime: Sendable {
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
         accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
         identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
-        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool, logger: Logger(label: "mail"))
+        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "mail"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath),
                  accounts: accounts, logger: Logger(label: "parse")).register(on: router)

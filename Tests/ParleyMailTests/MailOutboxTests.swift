@@ -1,5 +1,6 @@
 import Foundation
 @testable import ParleyMail
+import ParleyMetrics
 import ParleyNet
 import ParleyPostgres
 import ParleyTestSupport
@@ -27,12 +28,14 @@ final class MailOutboxTests: XCTestCase {
         smtp.stop()
     }
 
+    let registry = MetricsRegistry()
+
     func service(port: Int? = nil, maxAttempts: Int = 5) throws -> MailService {
         let smtp = SMTPClient.Configuration(host: "127.0.0.1", port: port ?? self.smtp.smtpPort, security: .none, commandTimeout: .seconds(2),
                                             deliveryTimeout: .seconds(3))
         return MailService(database: database, group: group, configuration: MailConfiguration(
             smtp: smtp, from: try MailAddress("no-reply@example.com", name: "Parley"), appName: "Test App", maxAttempts: maxAttempts,
-            backoffBase: .milliseconds(50), backoffMax: .milliseconds(200), pollInterval: .milliseconds(100)))
+            backoffBase: .milliseconds(50), backoffMax: .milliseconds(200), pollInterval: .milliseconds(100)), metrics: registry)
     }
 
     func rows() async throws -> [(id: Int, state: String, attempts: Int, error: String?)] {
@@ -73,6 +76,10 @@ final class MailOutboxTests: XCTestCase {
         XCTAssertTrue(dead?.error?.contains("550") == true, "\(String(describing: dead?.error))")
         XCTAssertGreaterThanOrEqual(sent?.attempts ?? 0, 2, "the 451s were retried")
         XCTAssertEqual(try smtp.messages().map(\.to), [["bob@example.org"]])
+        let metrics = registry.render()
+        XCTAssertTrue(metrics.contains("parley_mail_sent_total 1"), metrics)
+        XCTAssertTrue(metrics.contains("parley_mail_dead_total 1"), metrics)
+        XCTAssertTrue(metrics.contains("parley_mail_retried_total 2") || metrics.contains("parley_mail_retried_total 3"), metrics)
     }
 
     func testAttemptsAreBoundedWhenTheServerIsDown() async throws {
