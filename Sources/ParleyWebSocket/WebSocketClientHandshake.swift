@@ -1,3 +1,5 @@
+import ParleyNet
+
 /// The client side of the opening handshake (RFC 6455 section 4.1): the upgrade request with a
 /// fresh random key, and the check of the server's `101` answer.
 ///
