@@ -67,7 +67,15 @@ class Pane:
                 os.kill(each, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.wait_for(r"Pane is dead", timeout=10)
+        # Dead when tmux says so (its "Pane is dead" line may be drawn later than the flag is set).
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            dead = subprocess.run(["tmux", "display-message", "-p", "-t", self.session, "#{pane_dead}"],
+                                  stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+            if dead == "1":
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{self.session}: the killed program's pane is not dead after 20 s; screen:\n{self.screen()}")
 
     def occurrences(self, text):
         return self.screen().count(text)
