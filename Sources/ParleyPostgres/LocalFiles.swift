@@ -20,9 +20,9 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
 }
 
 /// Small blocking file-system operations on Glibc (no Foundation). For startup code and blocking pools.
-enum LocalFiles {
+public enum LocalFiles {
     /// Reads a whole file; fails with EFBIG when it is larger than `limit` bytes.
-    static func read(_ path: String, limit: Int) throws(FileSystemError) -> [UInt8] {
+    public static func read(_ path: String, limit: Int) throws(FileSystemError) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FileSystemError(call: "open", path: path, errno: errno) }
         defer { close(fd) }

@@ -26,7 +26,7 @@ public final class PushWorker: Sendable {
     private let group: EventLoopGroup
     private let dispatcher: Dispatcher
     private let maintenanceSignal: WakeSignal
-    private let backoff: PushBackoff
+    private let backoff: RetryBackoff
     private let running = Atomic<Bool>(false)
     private let activeTasks = Atomic<Int>(0)
     private let nextLoop = Atomic<Int>(0)
@@ -40,7 +40,7 @@ public final class PushWorker: Sendable {
         self.metrics = metrics
         self.nodeID = nodeID
         self.logger = logger
-        backoff = PushBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
+        backoff = RetryBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
         dispatcher = Dispatcher(signal: WakeSignal(loop: group.loops[0]))
         maintenanceSignal = WakeSignal(loop: group.loops[0])
     }
@@ -67,7 +67,7 @@ public final class PushWorker: Sendable {
         guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
         dispatcher.signal.wake()
         maintenanceSignal.wake()
-        let deadline = EventLoop.monotonicNanoseconds() + UInt64(max(0, PushBackoff.nanoseconds(timeout)))
+        let deadline = EventLoop.monotonicNanoseconds() + UInt64(max(0, RetryBackoff.nanoseconds(timeout)))
         while activeTasks.load(ordering: .acquiring) > 0 && EventLoop.monotonicNanoseconds() < deadline {
             var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
             nanosleep(&pause, nil)
@@ -275,65 +275,6 @@ public final class PushWorker: Sendable {
                 signal.loop.preconditionInEventLoop()
                 batches = newValue
             }
-        }
-    }
-
-    /// Where a task waits for work: woken by `wake` or after a time limit. Thread confinement:
-    /// `sleep` and the state run on `loop` (checked); `wake` may be called from any thread and
-    /// hops there. Hence `@unchecked Sendable`.
-    final class WakeSignal: @unchecked Sendable {
-        let loop: EventLoop
-        private var waiter: CheckedContinuation<Void, Never>?
-        private var timer: TimerID?
-        /// A wake that came while the lane was busy: the next sleep returns at once.
-        private var woken = false
-
-        init(loop: EventLoop) {
-            self.loop = loop
-        }
-
-        /// Suspends the calling task (running on `loop`) until woken or `limit` passed.
-        func sleep(upTo limit: Duration) async {
-            loop.preconditionInEventLoop()
-            if woken {
-                woken = false
-                return
-            }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                waiter = continuation
-                timer = loop.schedule(after: limit) { [self] in
-                    timer = nil
-                    resume()
-                }
-            }
-        }
-
-        /// Wakes the lane now or after `delay`.
-        func wake(after delay: Duration = .zero) {
-            loop.execute { [self] in
-                if delay <= .zero {
-                    wakeNow()
-                } else {
-                    loop.schedule(after: delay) { [self] in wakeNow() }
-                }
-            }
-        }
-
-        private func wakeNow() {
-            if waiter != nil {
-                resume()
-            } else {
-                woken = true
-            }
-        }
-
-        private func resume() {
-            if let timer { loop.cancel(timer) }
-            timer = nil
-            woken = false
-            let waiting = waiter
-            waiter = nil
-            waiting?.resume()
         }
     }
 }

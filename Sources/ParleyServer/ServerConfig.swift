@@ -2,6 +2,8 @@ import ParleyAccounts
 import ParleyCalls
 import ParleyLog
 import ParleyHTTP
+import ParleyIdentity
+import ParleyMail
 import ParleyNet
 import ParleyParse
 import ParleyPush
@@ -47,6 +49,12 @@ public struct ServerConfig: Sendable {
     public var accounts: AccountsConfiguration
     /// Push delivery (`--push-*` options).
     public var push: PushConfiguration
+    /// The app's name (mails, account pages).
+    public var appName: String
+    /// Login providers for authData (`--auth-*` options).
+    public var identity: IdentityConfiguration
+    /// Outgoing mail (`--smtp-*`, `--mail-*` options).
+    public var mail: MailConfiguration
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -85,7 +93,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
         ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
-    ] + realtimeOptions + callOptions + pushOptions
+    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions
 
     /// Options of the realtime service (/v1/socket, /v1/messages).
     static let realtimeOptions: [ConfigOption] = [
@@ -170,6 +178,9 @@ public struct ServerConfig: Sendable {
         }
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)
+        appName = values.string("app-name")
+        identity = try Self.identityConfiguration(values)
+        mail = try Self.mailConfiguration(values, appName: appName)
         let lifetime = try values.duration("session-lifetime")
         let cacheTTL = try values.duration("session-cache-ttl")
         let lockout = try values.duration("lockout-duration")
@@ -179,7 +190,8 @@ public struct ServerConfig: Sendable {
             lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
             passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),
             passwordMemoryLimit: try values.int("password-mem-limit", in: 8192...(4 << 30)),
-            sessionCacheTTLSeconds: cacheTTL.components.seconds)
+            sessionCacheTTLSeconds: cacheTTL.components.seconds,
+            passwordPolicy: try Self.passwordPolicy(values))
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }

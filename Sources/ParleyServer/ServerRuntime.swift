@@ -4,7 +4,9 @@ import Glibc
 import ParleyAccounts
 import ParleyCalls
 import ParleyHTTP
+import ParleyIdentity
 import ParleyLog
+import ParleyMail
 import ParleyNet
 import ParleyParse
 import ParleyPostgres
@@ -28,6 +30,10 @@ public final class ServerRuntime: Sendable {
     public let accounts: Accounts
     /// Push delivery: jobs for offline devices, sent to the gateway.
     public let push: PushService
+    /// The enabled login providers for authData (the accounts module calls them).
+    public let identity: AuthProviders
+    /// Outgoing mail: the durable outbox and its SMTP worker.
+    public let mail: MailService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -71,6 +77,9 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
+        identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
+        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "mail"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies)),
@@ -85,7 +94,7 @@ public final class ServerRuntime: Sendable {
         }
         if config.enableTestEndpoints {
             logger.warning("test endpoints enabled")
-            TestEndpoints(group: group).register(on: router)
+            TestEndpoints(group: group, mail: mail).register(on: router)
         }
 
         var limits = HTTPParserLimits()
@@ -114,7 +123,9 @@ public final class ServerRuntime: Sendable {
         calls.start(nodeStaleAfter: config.realtime.nodeStaleAfter, interval: config.calls.nodeSweepInterval)
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         push.start()
+        mail.start()
         try http.start()
+        logger.info("login providers", [("enabled", config.identity.enabledProviders.joined(separator: ","))])
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
     }
 
@@ -153,6 +164,8 @@ public final class ServerRuntime: Sendable {
         calls.shutdown()
         accounts.events.stopListening()
         push.stop(timeout: config.push.requestTimeout + .seconds(1))
+        mail.stop(timeout: (config.mail.smtp?.deliveryTimeout ?? .zero) + .seconds(1))
+        identity.shutdown()
         let closed = Latch()
         let database = self.database
         Task {

@@ -9,7 +9,9 @@ public struct WebSocketCloseStatus: Sendable, Equatable {
     }
 }
 
-/// The server side of one WebSocket connection as a sans-I/O state machine (RFC 6455).
+/// One side of a WebSocket connection as a sans-I/O state machine (RFC 6455): the server's by
+/// default, a client's with `role: .client` (frames it sends are masked, frames it receives
+/// must not be).
 ///
 /// Bytes from the peer go in, actions come out: frames to send, messages to deliver, and when to
 /// close the TCP connection. It reassembles fragmented messages (validating text as UTF-8 while
@@ -57,7 +59,16 @@ public struct WebSocketConnectionStateMachine: Sendable {
         case closeConnection
     }
 
+    /// Which end of the connection this is.
+    public enum Role: Sendable, Equatable {
+        /// Receives masked frames, sends unmasked ones.
+        case server
+        /// Receives unmasked frames, masks every frame it sends with a fresh random key.
+        case client
+    }
+
     public let limits: Limits
+    public let role: Role
     public private(set) var state = State.open
     /// The close frame the peer sent, if any (code 1005 when it carried none).
     public private(set) var receivedClose: WebSocketCloseStatus?
@@ -77,9 +88,29 @@ public struct WebSocketConnectionStateMachine: Sendable {
     /// Reassembly buffers are reserved up front at most this large; beyond, they grow as bytes arrive.
     private static let maxReservation = 256 * 1024
 
-    public init(limits: Limits = Limits()) {
+    public init(limits: Limits = Limits(), role: Role = .server) {
         self.limits = limits
-        self.decoder = WebSocketFrameDecoder(maxFrameSize: min(limits.maxFrameSize, limits.maxMessageSize))
+        self.role = role
+        self.decoder = WebSocketFrameDecoder(maxFrameSize: min(limits.maxFrameSize, limits.maxMessageSize),
+                                             expectsMaskedFrames: role == .server)
+    }
+
+    /// The masking key for the next frame this side sends: nil on a server, a random key on a
+    /// client (RFC 6455 section 5.3: unpredictable, from the system's random source).
+    public var nextMaskingKey: UInt32? {
+        guard role == .client else { return nil }
+        var generator = SystemRandomNumberGenerator()
+        return generator.next()
+    }
+
+    /// A single-frame text message from this side (masked on a client).
+    public func textFrame(_ text: String) -> [UInt8] {
+        WebSocketFrameEncoder.text(text, maskingKey: nextMaskingKey)
+    }
+
+    /// A single-frame binary message from this side (masked on a client).
+    public func binaryFrame(_ bytes: [UInt8]) -> [UInt8] {
+        WebSocketFrameEncoder.binary(bytes, maskingKey: nextMaskingKey)
     }
 
     /// Bytes held in reassembly buffers right now (zero between messages).
@@ -168,7 +199,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
         case .ping:
             let payload = control
             control = []
-            return state == .open ? .send(WebSocketFrameEncoder.encode(opcode: .pong, payload: payload)) : nil
+            return state == .open ? .send(WebSocketFrameEncoder.encode(opcode: .pong, payload: payload, maskingKey: nextMaskingKey)) : nil
         case .pong:
             let payload = control
             control = []
@@ -203,10 +234,11 @@ public struct WebSocketConnectionStateMachine: Sendable {
         state = .closed
         releaseBuffers()
         guard wasOpen else { return .closeConnection }
-        // Echo the code (none if none came); the server then closes the TCP connection first.
+        // Echo the code (none if none came); the server then closes the TCP connection first
+        // (a client closes its side too once the echo is written).
         sentClose = WebSocketCloseStatus(code: status.code)
         closeConnectionPending = true
-        return .send(WebSocketFrameEncoder.close(code: payload.isEmpty ? nil : status.code))
+        return .send(WebSocketFrameEncoder.close(code: payload.isEmpty ? nil : status.code, maskingKey: nextMaskingKey))
     }
 
     private mutating func fail(_ error: WebSocketProtocolError) -> Action {
@@ -218,7 +250,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
         let status = WebSocketCloseStatus(code: error.closeCode, reason: error.description)
         sentClose = status
         closeConnectionPending = true
-        return .send(WebSocketFrameEncoder.close(code: status.code, reason: status.reason))
+        return .send(WebSocketFrameEncoder.close(code: status.code, reason: status.reason, maskingKey: nextMaskingKey))
     }
 
     private mutating func releaseBuffers() {
@@ -235,7 +267,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
         guard state == .open else { return nil }
         state = .closing
         sentClose = WebSocketCloseStatus(code: code, reason: reason)
-        return WebSocketFrameEncoder.close(code: code, reason: reason)
+        return WebSocketFrameEncoder.close(code: code, reason: reason, maskingKey: nextMaskingKey)
     }
 
     /// Marks the connection closed without a handshake (the socket dropped or timed out).
@@ -248,7 +280,7 @@ public struct WebSocketConnectionStateMachine: Sendable {
     /// A ping frame, or nil if not open.
     public func ping(payload: [UInt8] = []) -> [UInt8]? {
         guard state == .open else { return nil }
-        return WebSocketFrameEncoder.encode(opcode: .ping, payload: Array(payload.prefix(125)))
+        return WebSocketFrameEncoder.encode(opcode: .ping, payload: Array(payload.prefix(125)), maskingKey: nextMaskingKey)
     }
 
     /// True while data frames may be sent.

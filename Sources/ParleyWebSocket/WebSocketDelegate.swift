@@ -8,6 +8,8 @@ public protocol WebSocketDelegate: AnyObject {
     func webSocket(_ socket: WebSocketHandler, didReceiveBinary bytes: [UInt8])
     /// Everything queued was written; `pendingOutboundBytes` is zero again.
     func webSocketDidDrain(_ socket: WebSocketHandler)
+    /// A pong arrived (the answer to a ping this side sent).
+    func webSocketDidReceivePong(_ socket: WebSocketHandler)
     /// The connection closed; called exactly once. `code` is the peer's close code (1005 if its
     /// close frame had none); else 1006 if we dropped the peer (no pong, outbound buffer full,
     /// close timeout; the reason says which); else the code we sent on a protocol error; else 1006.
@@ -17,6 +19,7 @@ public protocol WebSocketDelegate: AnyObject {
 extension WebSocketDelegate {
     public func webSocketDidOpen(_ socket: WebSocketHandler) {}
     public func webSocketDidDrain(_ socket: WebSocketHandler) {}
+    public func webSocketDidReceivePong(_ socket: WebSocketHandler) {}
     /// By default binary messages are refused with 1003 (unsupported data).
     public func webSocket(_ socket: WebSocketHandler, didReceiveBinary bytes: [UInt8]) {
         socket.close(code: .unsupportedData, reason: "binary messages not accepted")

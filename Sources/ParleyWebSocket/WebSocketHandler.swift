@@ -52,10 +52,10 @@ public final class WebSocketHandler: ConnectionHandler {
     @discardableResult
     public static func install(
         on connection: Connection, configuration: Configuration = Configuration(),
-        delegate: any WebSocketDelegate, initialBytes: [UInt8] = []
+        delegate: any WebSocketDelegate, initialBytes: [UInt8] = [], role: WebSocketConnectionStateMachine.Role = .server
     ) -> WebSocketHandler {
         connection.loop.preconditionInEventLoop()
-        let handler = WebSocketHandler(connection: connection, configuration: configuration, delegate: delegate)
+        let handler = WebSocketHandler(connection: connection, configuration: configuration, delegate: delegate, role: role)
         connection.handler = handler
         handler.lastReceived = EventLoop.monotonicNanoseconds()
         handler.armIdleTimer(after: configuration.pingInterval)
@@ -66,11 +66,12 @@ public final class WebSocketHandler: ConnectionHandler {
         return handler
     }
 
-    private init(connection: Connection, configuration: Configuration, delegate: any WebSocketDelegate) {
+    private init(connection: Connection, configuration: Configuration, delegate: any WebSocketDelegate,
+                 role: WebSocketConnectionStateMachine.Role) {
         self.connection = connection
         self.configuration = configuration
         self.delegate = delegate
-        self.machine = WebSocketConnectionStateMachine(limits: configuration.limits)
+        self.machine = WebSocketConnectionStateMachine(limits: configuration.limits, role: role)
     }
 
     // MARK: Application API
@@ -86,22 +87,32 @@ public final class WebSocketHandler: ConnectionHandler {
     @discardableResult
     public func sendText(_ text: String) -> Bool {
         guard isOpen else { return false }
-        return send(encodedFrame: WebSocketFrameEncoder.text(text))
+        return send(encodedFrame: machine.textFrame(text))
     }
 
     /// Sends a binary message; false if the socket is no longer open.
     @discardableResult
     public func sendBinary(_ bytes: [UInt8]) -> Bool {
         guard isOpen else { return false }
-        return send(encodedFrame: WebSocketFrameEncoder.binary(bytes))
+        return send(encodedFrame: machine.binaryFrame(bytes))
     }
 
-    /// Sends a frame made by `WebSocketFrameEncoder` (encode once, send to many sockets).
+    /// Sends a frame made by `WebSocketFrameEncoder` (encode once, send to many sockets; a
+    /// client's frames must be masked, see `textFrame`).
     @discardableResult
     public func send(encodedFrame: [UInt8]) -> Bool {
         connection.loop.preconditionInEventLoop()
         guard isOpen else { return false }
         write(encodedFrame)
+        return isOpen
+    }
+
+    /// Sends a ping now (a client checking a quiet server); false if the socket is not open.
+    @discardableResult
+    public func sendPing() -> Bool {
+        connection.loop.preconditionInEventLoop()
+        guard isOpen, let ping = machine.ping() else { return false }
+        write(ping)
         return isOpen
     }
 
@@ -127,7 +138,7 @@ public final class WebSocketHandler: ConnectionHandler {
             case .deliverBinary(let bytes):
                 delegate?.webSocket(self, didReceiveBinary: bytes)
             case .receivedPong:
-                break
+                delegate?.webSocketDidReceivePong(self)
             case .closeConnection:
                 cancelTimer()
                 connection.close()

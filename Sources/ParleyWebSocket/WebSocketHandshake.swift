@@ -1,4 +1,5 @@
 import COpenSSL
+import ParleyNet
 
 /// Validates an HTTP/1.1 upgrade request and builds the `101 Switching Protocols` answer
 /// (RFC 6455 section 4.2). Independent of any HTTP parser: give it the method and the headers.

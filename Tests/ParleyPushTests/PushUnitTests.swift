@@ -57,7 +57,7 @@ final class PushUnitTests: XCTestCase {
     }
 
     func testBackoffDoublesWithJitterInTheUpperHalf() {
-        let backoff = PushBackoff(base: .seconds(2), max: .seconds(60))
+        let backoff = RetryBackoff(base: .seconds(2), max: .seconds(60))
         var generator = SystemRandomNumberGenerator()
         for attempt in 1...10 {
             let nominal = min(2.0 * Double(1 << (attempt - 1)), 60)

@@ -19,15 +19,16 @@ public final class ParleyServerProcess: @unchecked Sendable {
     }
 
     /// Starts a server with `arguments` added to `serve` and waits until `/ready` answers 200.
-    public init(arguments: [String] = [], environment: [String: String] = [:], databaseURL: String? = nil) throws {
+    /// `databaseURL` and `port` restart a server where an earlier one ran (clients reconnect).
+    public init(arguments: [String] = [], environment: [String: String] = [:], databaseURL: String? = nil, port: Int? = nil) throws {
         let postgres = try TestPostgres.shared()
         self.databaseURL = try databaseURL ?? postgres.makeDatabase(prefix: "server")
-        port = FreePort.next()
+        self.port = port ?? FreePort.next()
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("parley-\(port)-\(UUID().uuidString).log")
         FileManager.default.createFile(atPath: logFile.path, contents: nil)
         process = Process()
         process.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)", "--threads", "2",
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(self.port)", "--threads", "2",
                              "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path] + arguments
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = self.databaseURL

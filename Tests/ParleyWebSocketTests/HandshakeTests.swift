@@ -1,4 +1,5 @@
 import XCTest
+import ParleyNet
 @testable import ParleyWebSocket
 
 final class HandshakeTests: XCTestCase {

@@ -110,15 +110,20 @@ class TempPostgres:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def parley_binary():
-    path = os.environ.get("PARLEY_BIN")
+def built_binary(name, variable):
+    """`$variable` if set, else the release and then the debug build of product `name`."""
+    path = os.environ.get(variable)
     if path:
         return path
     for build in ("release", "debug"):
-        candidate = os.path.join(REPO, ".build", build, "parley")
+        candidate = os.path.join(REPO, ".build", build, name)
         if os.path.exists(candidate):
             return candidate
-    raise RuntimeError("no parley binary: set PARLEY_BIN or build the package")
+    raise RuntimeError(f"no {name} binary: set {variable} or build the package (swift build -c release --product {name})")
+
+
+def parley_binary():
+    return built_binary("parley", "PARLEY_BIN")
 
 
 class ParleyServer:

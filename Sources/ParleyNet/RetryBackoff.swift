@@ -1,6 +1,7 @@
-/// Exponential backoff with jitter: attempt n waits base · 2^(n-1), capped at `max`, then a
-/// random point in its upper half (so retries of many jobs failed together spread out).
-public struct PushBackoff: Sendable {
+/// Exponential backoff with jitter for retried deliveries (push jobs, mail): attempt n waits
+/// base · 2^(n-1), capped at `max`, then a random point in its upper half (so retries of many
+/// jobs failed together spread out).
+public struct RetryBackoff: Sendable {
     public var base: Duration
     public var max: Duration
 
@@ -13,7 +14,7 @@ public struct PushBackoff: Sendable {
     public func delay<R: RandomNumberGenerator>(afterAttempt attempt: Int, using random: inout R) -> Duration {
         let exponent = Swift.min(Swift.max(attempt - 1, 0), 30)
         let capped = Swift.min(base * (1 << exponent), max)
-        let nanos = Swift.max(Int64(0), PushBackoff.nanoseconds(capped))
+        let nanos = Swift.max(Int64(0), RetryBackoff.nanoseconds(capped))
         let half = nanos / 2
         return .nanoseconds(half + Int64.random(in: 0...Swift.max(half, nanos - half), using: &random))
     }
@@ -23,7 +24,8 @@ public struct PushBackoff: Sendable {
         return delay(afterAttempt: attempt, using: &generator)
     }
 
-    static func nanoseconds(_ duration: Duration) -> Int64 {
+    /// `duration` in nanoseconds (negative stays negative).
+    public static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }

@@ -1,0 +1,88 @@
+import ParleyHTTP
+import ParleyJSON
+import ParleyKit
+
+/// The few Parse REST calls the example needs (accounts stay with the Parse SDKs in real apps).
+struct ParseAccounts: Sendable {
+    let server: ParleyServerURL
+    let http: HTTPClient
+    let appId: String
+    let installationId: String
+
+    struct Session: Sendable {
+        var userId: String
+        var username: String
+        var token: String
+    }
+
+    struct User: Sendable {
+        var userId: String
+        var username: String
+    }
+
+    func signUp(_ username: String, password: String) async throws(ParleyError) -> Session {
+        let body = try await call(.post, "/parse/users", ["username": .string(username), "password": .string(password)])
+        guard let id = body["objectId"]?.string, let token = body["sessionToken"]?.string else { throw .badResponse("signup") }
+        return Session(userId: id, username: username, token: token)
+    }
+
+    func logIn(_ username: String, password: String) async throws(ParleyError) -> Session {
+        let body = try await call(.post, "/parse/login", ["username": .string(username), "password": .string(password)])
+        guard let id = body["objectId"]?.string, let token = body["sessionToken"]?.string else { throw .badResponse("login") }
+        return Session(userId: id, username: username, token: token)
+    }
+
+    func setLocation(_ session: Session, latitude: Double, longitude: Double) async throws(ParleyError) {
+        _ = try await call(.put, "/parse/users/\(session.userId)",
+                           ["location": ["__type": "GeoPoint", "latitude": .double(latitude), "longitude": .double(longitude)]],
+                           token: session.token)
+    }
+
+    /// Users within `kilometers` of the point, nearest first.
+    func nearby(_ session: Session, latitude: Double, longitude: Double, kilometers: Double) async throws(ParleyError) -> [User] {
+        let whereClause: JSONValue = ["location": ["$nearSphere": ["__type": "GeoPoint", "latitude": .double(latitude),
+                                                                   "longitude": .double(longitude)],
+                                                   "$maxDistanceInKilometers": .double(kilometers)]]
+        return try await users(whereClause, session: session)
+    }
+
+    func user(id userId: String, session: Session) async throws(ParleyError) -> User? {
+        let body = try await call(.get, "/parse/users/" + ParleyREST.percentEncoded(userId), nil, token: session.token)
+        return body["username"]?.string.map { User(userId: userId, username: $0) }
+    }
+
+    func user(named username: String, session: Session) async throws(ParleyError) -> User? {
+        try await users(["username": .string(username)], session: session).first
+    }
+
+    private func users(_ whereClause: JSONValue, session: Session) async throws(ParleyError) -> [User] {
+        let target = "/parse/users?limit=20&where=" + ParleyREST.percentEncoded(whereClause.serialized())
+        let body = try await call(.get, target, nil, token: session.token)
+        return (body["results"]?.array ?? []).compactMap { item in
+            guard let id = item["objectId"]?.string, let name = item["username"]?.string else { return nil }
+            return User(userId: id, username: name)
+        }
+    }
+
+    private func call(_ method: HTTPMethod, _ target: String, _ body: JSONValue?, token: String? = nil) async throws(ParleyError) -> JSONObject {
+        var headers = HTTPHeaders([("X-Parse-Application-Id", appId), ("X-Parse-Installation-Id", installationId)])
+        if let token { headers.add("X-Parse-Session-Token", token) }
+        var bytes: [UInt8] = []
+        if let body {
+            body.serialize(into: &bytes)
+            headers.add("Content-Type", "application/json")
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(HTTPClientRequest(method: method, url: HTTPClientURL(host: server.host, port: server.port, target: target),
+                                                                headers: headers, body: bytes, retryOnStaleConnection: method == .get))
+        } catch {
+            throw .http(error.description)
+        }
+        let parsed = try? JSONParser().parse(response.body)
+        guard (200..<300).contains(response.status.code), let object = parsed?.object else {
+            throw .server(code: parsed?["code"].map { $0.serialized() } ?? "\(response.status.code)", message: parsed?["error"]?.string ?? "")
+        }
+        return object
+    }
+}

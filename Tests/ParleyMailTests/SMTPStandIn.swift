@@ -1,0 +1,42 @@
+import Foundation
+import ParleyTestSupport
+
+/// The aiosmtpd stand-in (Tests/integration/smtp_standin.py) as a real process.
+final class SMTPStandIn: @unchecked Sendable {
+    let server: PythonStandIn
+    let smtpPort: Int
+
+    init() throws {
+        server = try PythonStandIn(script: "smtp_standin.py")
+        smtpPort = try server.call("GET", "/control/state")["smtp_port"] as! Int
+    }
+
+    func stop() { server.stop() }
+
+    func configure(_ behaviour: [String: Any]) throws {
+        try server.call("POST", "/control/behaviour", behaviour)
+    }
+
+    /// Messages received: (from, to, raw data).
+    func messages() throws -> [(from: String, to: [String], data: String)] {
+        let list = try server.call("GET", "/control/state")["messages"] as? [[String: Any]] ?? []
+        return list.map { ($0["from"] as? String ?? "", $0["to"] as? [String] ?? [], $0["data"] as? String ?? "") }
+    }
+
+    func sessions() throws -> Int { try server.call("GET", "/control/state")["sessions"] as? Int ?? 0 }
+
+    /// Polls until `condition` holds (the event), failing after `timeout`.
+    func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw WaitError(what: what)
+    }
+
+    struct WaitError: Error, CustomStringConvertible {
+        let what: String
+        var description: String { "timed out waiting until \(what)" }
+    }
+}

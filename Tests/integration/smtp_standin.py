@@ -1,0 +1,145 @@
+"""A local SMTP server standing in for the mail relay (aiosmtpd), with a control API.
+
+Importable (`SMTPStandIn()` runs it in background threads) or run as a script: it prints
+`PORT <control port>` first and serves until its stdin closes. Control over HTTP:
+
+  GET  /control/state      {"smtp_port", "sessions", "data_started", "messages": [{"from", "to", "data"}]}
+  POST /control/behaviour  {"auth": {"user": "password"} (AUTH required, PLAIN and LOGIN),
+                            "tempfail_rcpt": n (answer 451 to the next n RCPT),
+                            "reject": ["addr"] (550 for these recipients),
+                            "hang_data": bool (never answer the end of DATA),
+                            "ehlo": bool (false: 502 to EHLO, HELO only)}
+"""
+import asyncio
+import json
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SMTPStandIn:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.messages = []
+        self.sessions = 0
+        self.data_started = 0
+        self.auth = None
+        self.tempfail_rcpt = 0
+        self.reject = set()
+        self.hang_data = False
+        self.ehlo = True
+        stand_in = self
+
+        class Handler:
+            async def handle_EHLO(self, server, session, envelope, hostname, responses):
+                with stand_in.lock:
+                    stand_in.sessions += 1
+                    allow = stand_in.ehlo
+                if not allow:
+                    return ["502 5.5.1 EHLO not supported"]
+                session.host_name = hostname
+                return responses
+
+            async def handle_HELO(self, server, session, envelope, hostname):
+                with stand_in.lock:
+                    stand_in.sessions += 1
+                session.host_name = hostname
+                return "250 stand-in"
+
+            async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+                with stand_in.lock:
+                    if address in stand_in.reject:
+                        return "550 5.1.1 no such user"
+                    if stand_in.tempfail_rcpt > 0:
+                        stand_in.tempfail_rcpt -= 1
+                        return "451 4.3.0 try again later"
+                envelope.rcpt_tos.append(address)
+                return "250 OK"
+
+            async def handle_DATA(self, server, session, envelope):
+                with stand_in.lock:
+                    stand_in.data_started += 1
+                    hang = stand_in.hang_data
+                if hang:
+                    await asyncio.sleep(3600)
+                with stand_in.lock:
+                    stand_in.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
+                                              "data": envelope.original_content.decode("utf-8", "replace")})
+                return "250 2.0.0 queued"
+
+        def authenticator(server, session, envelope, mechanism, auth_data):
+            with stand_in.lock:
+                users = stand_in.auth or {}
+            ok = users.get(auth_data.login.decode()) == auth_data.password.decode()
+            return AuthResult(success=ok, handled=False)
+
+        class StandInController(Controller):
+            def factory(self):
+                with stand_in.lock:
+                    required = stand_in.auth is not None
+                return SMTP(self.handler, authenticator=authenticator, auth_required=required, auth_require_tls=False,
+                            hostname="stand-in")
+
+        self.smtp_port = free_port()
+        self.controller = StandInController(Handler(), hostname="127.0.0.1", port=self.smtp_port)
+        self.controller.start()
+
+    def configure(self, **changes):
+        with self.lock:
+            for key, value in changes.items():
+                setattr(self, key, set(value) if key == "reject" else value)
+
+    def state(self):
+        with self.lock:
+            return {"smtp_port": self.smtp_port, "sessions": self.sessions, "data_started": self.data_started,
+                    "messages": list(self.messages)}
+
+    def close(self):
+        self.controller.stop()
+
+
+def main():
+    stand_in = SMTPStandIn()
+
+    class Control(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def answer(self, body):
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.answer(stand_in.state())
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            stand_in.configure(**body)
+            self.answer(stand_in.state())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Control)
+    server.daemon_threads = True
+    print(f"PORT {server.server_address[1]}", flush=True)
+    threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
+    server.serve_forever()
+    stand_in.close()
+
+
+if __name__ == "__main__":
+    main()
