@@ -123,8 +123,8 @@ async def scenario(postgres, server):
     log("unknown recipient → user_not_found: ok")
 
     # --- Request errors keep the session open. ---
-    bad = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob] * 101, "text": "x"})
-    check(bad["code"] == "bad_request" or bad["code"] == "too_many_recipients", bad)
+    bad = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [f"ghost{n:05d}" for n in range(101)], "text": "x"})
+    check(bad["code"] == "too_many_recipients", bad)
     long = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob], "text": "x" * 65537})
     check(long["code"] == "text_too_long", long)
     big = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob], "text": "x", "headers": {"h": "v" * 1100}})
