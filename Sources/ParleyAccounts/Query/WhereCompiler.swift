@@ -446,7 +446,7 @@ struct WhereCompiler {
         }
         if flags.contains("i") { embedded += "i" }
         if flags.contains("x") { embedded += "x" }
-        return "(?\(embedded))" + pattern
+        return "(?\(embedded))" + RegexLiteralBlocks.rewrite(pattern)
     }
 
     // MARK: - Geo
