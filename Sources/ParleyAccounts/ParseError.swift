@@ -48,6 +48,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case sessionMissing(String)
     /// 209
     case invalidSessionToken(String)
+    /// 155 (Parse's REQUEST_LIMIT_EXCEEDED), HTTP 429: a bounded resource is full; retry later.
+    case requestLimitExceeded(String)
 
     /// Parse's numeric error code.
     public var code: Int {
@@ -75,6 +77,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .emailTaken: 203
         case .sessionMissing: 206
         case .invalidSessionToken: 209
+        case .requestLimitExceeded: 155
         }
     }
 
@@ -87,7 +90,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m):
+             .sessionMissing(let m), .invalidSessionToken(let m), .requestLimitExceeded(let m):
             m
         }
     }
