@@ -53,12 +53,12 @@ enum ParseFailure: Error, Sendable {
 /// The single place where failures become HTTP responses.
 enum ParseErrorMapping {
     /// Parse Server's statuses: 101 → 404, internal (1) → 500, every other code → 400; and
-    /// Parley's 155 (a bounded resource is full) → 429.
+    /// 100 → 429, as Parse Server's `rateLimit` answers (a bounded resource is full).
     static func status(for error: ParseError) -> HTTPStatus {
         switch error.code {
         case 101: .notFound
         case 1: .internalServerError
-        case 155: .tooManyRequests
+        case 100: .tooManyRequests
         default: .badRequest
         }
     }

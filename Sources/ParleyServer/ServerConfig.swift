@@ -82,7 +82,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("db-pool-size", env: "PARLEY_DB_POOL_SIZE", default: "2", "PostgreSQL connections per event loop."),
         ConfigOption("db-statement-timeout", env: "PARLEY_DB_STATEMENT_TIMEOUT", default: "5s", "PostgreSQL statement_timeout for every query."),
         ConfigOption("regex-timeout", env: "PARLEY_REGEX_TIMEOUT", default: "1s", "statement_timeout of a Parse find with $regex (then 102)."),
-        ConfigOption("regex-concurrency", env: "PARLEY_REGEX_CONCURRENCY", default: "2", "Parse finds with $regex running at once per node; more get 155/429 at once."),
+        ConfigOption("regex-concurrency", env: "PARLEY_REGEX_CONCURRENCY", default: "2", "Parse finds with $regex running at once per node; more get 100/429 at once."),
         ConfigOption("app-id", env: "PARLEY_APP_ID", default: "parley", "Parse application id clients must send (X-Parse-Application-Id)."),
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),

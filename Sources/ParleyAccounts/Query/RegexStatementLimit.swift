@@ -46,7 +46,7 @@ public final class RegexStatementLimit: Sendable {
 
 extension ParseError {
     /// More `$regex` statements than `RegexStatementLimit.maxConcurrent` at once.
-    static let regexLimitReached = ParseError.requestLimitExceeded("Too many $regex queries at once; try again.")
+    static let regexLimitReached = ParseError.tooManyRequests("Too many $regex queries at once; try again.")
 
     /// A `$regex` statement ran past its `statement_timeout`.
     static func regexTimedOut(_ timeout: Duration) -> ParseError {
