@@ -94,7 +94,8 @@ public final class ParseAPI: Sendable {
         let parseRequest = ParseRequest(
             method: envelope.method, parameters: parameters, query: request.head.queryParameters, body: envelope.body,
             bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
-            baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database)
+            baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database,
+            clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer))
         return try await run(endpoint, parseRequest)
     }
 

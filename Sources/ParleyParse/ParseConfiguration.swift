@@ -17,10 +17,12 @@ public struct ParseConfiguration: Sendable {
     public var serverURL: ParseServerURL
     /// The bounds of `$regex` finds (timeout, how many at once).
     public var regexLimit: RegexStatementLimit
+    /// Failed logins per account and per client address (`--login-*`).
+    public var loginThrottle: LoginThrottle
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
-                regexLimit: RegexStatementLimit = RegexStatementLimit()) {
+                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle()) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -30,5 +32,6 @@ public struct ParseConfiguration: Sendable {
         self.maxBatchRequests = max(1, maxBatchRequests)
         self.serverURL = serverURL
         self.regexLimit = regexLimit
+        self.loginThrottle = loginThrottle
     }
 }
