@@ -1,5 +1,7 @@
 import Foundation
 import ParleyAccounts
+import ParleyNet
+import ParleyParse
 import XCTest
 
 /// Failed logins are throttled per account and per client address, batches included, answered
@@ -41,6 +43,26 @@ final class ParseLoginThrottleTests: XCTestCase {
         XCTAssertEqual(tried, 5, "only the account's budget of passwords is tried")
         XCTAssertEqual(throttled, 45, "the rest, the right password included, is refused")
         await h.shutdown()
+    }
+
+    func testTheAddressComesFromXForwardedForOnlyThroughATrustedProxy() async throws {
+        func fail(_ h: ParseHarness, from address: String) throws -> Int {
+            try h.call("POST", "/parse/login", body: ["username": "nobody", "password": "x"],
+                       headers: [("X-Forwarded-For", "203.0.113.9, " + address)]).status
+        }
+        let throttle = LoginThrottle(perAccount: 0, perAddress: 2)
+        let proxied = try await ParseHarness(serverURL: ParseServerURL(trustedProxies: [IPNetwork("127.0.0.1/32")!]), loginThrottle: throttle)
+        XCTAssertEqual(try fail(proxied, from: "10.0.0.1"), 404)
+        XCTAssertEqual(try fail(proxied, from: "10.0.0.1"), 404)
+        XCTAssertEqual(try fail(proxied, from: "10.0.0.1"), 429, "the forwarded client is throttled")
+        XCTAssertEqual(try fail(proxied, from: "10.0.0.2"), 404, "another forwarded client is not")
+        await proxied.shutdown()
+
+        let direct = try await ParseHarness(loginThrottle: LoginThrottle(perAccount: 0, perAddress: 2))
+        XCTAssertEqual(try fail(direct, from: "10.0.0.1"), 404)
+        XCTAssertEqual(try fail(direct, from: "10.0.0.2"), 404)
+        XCTAssertEqual(try fail(direct, from: "10.0.0.3"), 429, "a client cannot pick its address by a header")
+        await direct.shutdown()
     }
 
     func testFailuresPerAddressAreCapped() async throws {
