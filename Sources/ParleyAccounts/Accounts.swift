@@ -16,6 +16,8 @@ public final class Accounts: Sendable {
     public let installations: InstallationStore
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
+    /// Parse's global config (`/config`).
+    public let config: GlobalConfigStore
 
     /// The SQL function through which other modules' statements learn which ids are users,
     /// `(ids text[]) → SETOF text` (migrations/0009_realtime_devices_contacts.sql): they call it
@@ -33,7 +35,8 @@ public final class Accounts: Sendable {
         schemas = SchemaStore()
         let sessionCache = SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds)
         let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
-        events = AccountEvents(sessionCache: sessionCache, userCache: userCache)
+        config = GlobalConfigStore()
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
         users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache)
         objects = ObjectStore(schemas: schemas)
