@@ -14,6 +14,8 @@ public final class Accounts: Sendable {
     public let users: UserStore
     public let objects: ObjectStore
     public let installations: InstallationStore
+    /// Role membership (`role:` ACL entries).
+    public let roles = RoleStore()
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
     /// Parse's global config (`/config`).
