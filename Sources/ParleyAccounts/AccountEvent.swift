@@ -21,6 +21,8 @@ public enum AccountEvent: Sendable, Equatable {
     case userChanged(userId: String)
     /// `PUT /config` changed the global config: cached copies are stale.
     case configChanged
+    /// A role or a role's membership changed: every user's cached roles are stale.
+    case rolesChanged
 
     /// The NOTIFY payload.
     var payload: String {
@@ -34,6 +36,8 @@ public enum AccountEvent: Sendable, Equatable {
             object = ["event": "userChanged", "user": .string(userId)]
         case .configChanged:
             object = ["event": "configChanged"]
+        case .rolesChanged:
+            object = ["event": "rolesChanged"]
         }
         return object.serialized()
     }
@@ -41,9 +45,10 @@ public enum AccountEvent: Sendable, Equatable {
     /// The event of a NOTIFY payload, nil when malformed.
     init?(payload: String) {
         guard let value = try? JSONParser(maxDepth: 4, maxBytes: 4096).parse(payload) else { return nil }
-        if value["event"]?.string == "configChanged" {
-            self = .configChanged
-            return
+        switch value["event"]?.string {
+        case "configChanged": self = .configChanged; return
+        case "rolesChanged": self = .rolesChanged; return
+        default: break
         }
         guard let user = value["user"]?.string else { return nil }
         switch value["event"]?.string {
@@ -71,8 +76,10 @@ public final class AccountEvents: Sendable {
     let sessionCache: SessionCache
     let userCache: UserCache
     let configCache: GlobalConfigStore
+    let roleCache: RoleStore
 
-    init(sessionCache: SessionCache, userCache: UserCache, configCache: GlobalConfigStore) {
+    init(sessionCache: SessionCache, userCache: UserCache, configCache: GlobalConfigStore, roleCache: RoleStore) {
+        self.roleCache = roleCache
         self.sessionCache = sessionCache
         self.userCache = userCache
         self.configCache = configCache
@@ -102,6 +109,8 @@ public final class AccountEvents: Sendable {
             userCache.invalidate(userId)
         case .configChanged:
             configCache.invalidate()
+        case .rolesChanged:
+            roleCache.invalidate()
         }
         for observer in observers.withLock({ $0 }) { observer(event) }
     }
@@ -118,6 +127,7 @@ public final class AccountEvents: Sendable {
     public func startListening(on loop: EventLoop, configuration: PostgresConfiguration, logger: Logger = Logger(label: "accounts.events")) {
         sessionCache.suspend()
         configCache.setListening(false)
+        roleCache.setListening(false)
         loop.execute { [self] in
             let listener = PostgresListener(loop: loop, configuration: configuration, logger: logger) { [self] notification in
                 apply(payload: notification.payload)
@@ -126,10 +136,12 @@ public final class AccountEvents: Sendable {
                 sessionCache.suspend()
                 userCache.removeAll()
                 configCache.setListening(false)
+                roleCache.setListening(false)
             }
             listener.onListening = { [self] in
                 userCache.removeAll()
                 configCache.setListening(true)
+                roleCache.setListening(true)
                 sessionCache.resume()
             }
             listener.listen(Self.channel)

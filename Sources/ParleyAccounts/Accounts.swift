@@ -15,7 +15,7 @@ public final class Accounts: Sendable {
     public let objects: ObjectStore
     public let installations: InstallationStore
     /// Role membership (`role:` ACL entries).
-    public let roles = RoleStore()
+    public let roles: RoleStore
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
     /// Parse's global config (`/config`).
@@ -38,9 +38,10 @@ public final class Accounts: Sendable {
         let sessionCache = SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds)
         let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
         config = GlobalConfigStore()
-        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config)
+        roles = RoleStore(capacity: configuration.sessionCacheCapacity)
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
-        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
     }

@@ -31,7 +31,7 @@ public final class ParseAPI: Sendable {
         self.configuration = configuration
         self.accounts = accounts
         self.logger = logger
-        authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions)
+        authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions, roles: accounts.roles)
     }
 
     /// An API with its own `Accounts` over `database`; password hashing runs on `blockingPool`.
