@@ -80,7 +80,7 @@ public struct QueryRunner: Sendable {
 
     /// The ACL readers a query filters on: nil for the master key (no filter).
     private static func readers(_ auth: Auth) -> [String]? {
-        auth.isMaster ? nil : (auth.userId.map { [$0] } ?? [])
+        auth.isMaster ? nil : (auth.userId.map { auth.roles.isEmpty ? [$0] : [$0] + auth.roles } ?? [])
     }
 
     private static func compile(_ body: () throws(QueryError) -> CompiledQuery) throws(ParseError) -> CompiledQuery {

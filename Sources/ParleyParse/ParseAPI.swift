@@ -32,7 +32,7 @@ public final class ParseAPI: Sendable {
         self.accounts = accounts
         self.logger = logger
         queries = QueryRunner(regexLimit: configuration.regexLimit)
-        authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions)
+        authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions, roles: accounts.roles)
     }
 
     /// An API with its own `Accounts` over `database`; password hashing runs on `blockingPool`.

@@ -93,7 +93,7 @@ public final class ServerRuntime: Sendable {
             switch event {
             case .sessionRevoked(let token, let userId): realtime.closeConnections(ofUser: userId, sessionToken: token)
             case .sessionsRevoked(let userId, _, _): realtime.closeConnections(ofUser: userId)
-            case .userChanged: break
+            case .userChanged, .configChanged, .rolesChanged: break
             }
         }
         if config.enableTestEndpoints {
