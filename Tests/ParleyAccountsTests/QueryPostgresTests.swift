@@ -145,6 +145,17 @@ final class QueryPostgresTests: XCTestCase {
         }
     }
 
+    /// The SDKs' `contains`/`startsWith`/`endsWith`: `\Q…\E` blocks match their text literally.
+    func testRegexLiteralBlocks() throws {
+        XCTAssertEqual(try set(#"{"username":{"$regex":"^\\Qali\\E"}}"#), ["u1"], "startsWith")
+        XCTAssertEqual(try set(#"{"username":{"$regex":"\\Qol\\E$"}}"#), ["u3"], "endsWith")
+        XCTAssertEqual(try set(#"{"email":{"$regex":"\\Qe@example.c\\E"}}"#), ["u1"], "contains")
+        XCTAssertEqual(try set(#"{"username":{"$regex":"\\Q.*\\E"}}"#), [], "metacharacters in a block are literal")
+        XCTAssertEqual(try set(#"{"username":{"$regex":"\\Q(\\E"}}"#), [], "an unbalanced parenthesis in a block is no syntax error")
+        XCTAssertEqual(try set(#"{"username":{"$regex":"^\\QEVE\\E$","$options":"i"}}"#), ["u5"])
+        XCTAssertEqual(try set(#"{"name":{"$regex":"\\Qcarol\nsmith"}}"#), ["u3"], "a block without \\E runs to the end")
+    }
+
     func testOrAnd() throws {
         XCTAssertEqual(try set(#"{"$or":[{"username":"alice"},{"age":25}]}"#), ["u1", "u2"])
         XCTAssertEqual(try set(#"{"$and":[{"age":{"$gt":20}},{"age":{"$lt":35}}]}"#), ["u1", "u2"])
