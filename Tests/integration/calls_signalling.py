@@ -20,6 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from realtime_support import tools_required  # noqa: E402
 from calls_support import (CallClient, DeviceLabels, ParleyServer, TempPostgres, check, create_users, free_port, log,  # noqa: E402
                            new_call_id, run)
 
@@ -37,6 +38,8 @@ async def main():
     turn_port = free_port()
     # coturn takes its port first, so nothing else does before the TURN check at the end.
     coturn = Coturn(turn_port) if Coturn.available() else None
+    if coturn is None and tools_required():
+        raise RuntimeError("coturn (turnserver, turnutils_uclient) is missing under CI: bash scripts/setup.sh installs it")
     server = ParleyServer(url, extra=[
         "--call-reach-timeout", f"{int(REACH * 1000)}ms", "--call-ring-timeout", f"{int(RING * 1000)}ms",
         "--call-grace-period", f"{int(GRACE * 1000)}ms", "--call-max-per-user", "1",

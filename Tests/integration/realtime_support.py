@@ -32,6 +32,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+def tools_required():
+    """True under CI (`CI` or `PARLEY_REQUIRE_TOOLS` set): a check needing a setup-installed tool fails instead of skipping."""
+    return bool(os.environ.get("CI") or os.environ.get("PARLEY_REQUIRE_TOOLS"))
+
+
 def pg_bin(name):
     found = shutil.which(name)
     if found:
