@@ -9,9 +9,9 @@ public struct ObjectStore: Sendable {
 
     static let columns = "object_id, acl, data, created_at, updated_at"
 
-    /// 103 unless `className` is a valid user-defined class name.
+    /// 103 unless `className` is a valid user-defined class name or `_Role`.
     public static func validate(className: String) throws(ParseError) {
-        guard ClassName.isValid(className) else {
+        guard ClassName.isValid(className) || className == ClassName.role else {
             throw ParseError.invalidClassName("Invalid classname: \(className), classnames can only have alphanumeric characters and _, and must start with an alpha character ")
         }
     }
