@@ -72,7 +72,7 @@ public struct RoleWriter: Sendable {
         try await roles.rolesChanged(events: events, on: db)
     }
 
-    /// 137 when a role named `name` exists.
+    /// 137 when a role named `name` exists (the unique index `objects_role_name` settles races).
     private func ensureUnused(_ name: String, on db: any SQLExecutor) async throws(ParseError) {
         var builder = SQLBuilder()
         let sql = "SELECT 1 FROM objects WHERE class_name = '_Role' AND data->>'name' = \(builder.bind(.text(name))) LIMIT 1"

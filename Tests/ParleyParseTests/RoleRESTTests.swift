@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAccounts
+import Synchronization
 import XCTest
 
 /// `_Role` over HTTP and PostgreSQL (`/roles`, `/classes/_Role`): a hierarchy built through REST
@@ -54,6 +55,16 @@ final class RoleRESTTests: XCTestCase {
                                   token: alice.token).code, 111)
         let flood = Array(repeating: pointer("_User", bob.id), count: FieldOperation.maxObjects + 1)
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["users": ["__op": "AddRelation", "objects": flood]], token: alice.token).code, 107)
+
+        // Concurrent creates of one name: one role, the others 137 (the unique index).
+        let codes = Mutex<[Int]>([])
+        let (aliceId, aliceToken) = alice
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            let acl: [String: Any] = [aliceId: ["read": true, "write": true]]
+            let answer = try? h.call("POST", "/parse/roles", body: ["name": "Racers", "ACL": acl], token: aliceToken)
+            codes.withLock { $0.append(answer?.status == 201 ? 201 : answer?.code ?? 0) }
+        }
+        XCTAssertEqual(codes.withLock { $0.sorted() }, [137, 137, 137, 137, 137, 137, 137, 201])
 
         // Removing a link (or deleting a role) revokes at once.
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(editors)", body: ["roles": ["__op": "RemoveRelation", "objects": [pointer("_Role", moderators)]]],
