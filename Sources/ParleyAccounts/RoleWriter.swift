@@ -48,7 +48,7 @@ public struct RoleWriter: Sendable {
     public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var body = body
         let changes = try Self.takeRelations(&body)
-        if let acl = body["ACL"], acl.isNull { throw .incorrectType("ACL is required.") }
+        if let acl = body["ACL"], Self.removes(acl) { throw .incorrectType("ACL is required.") }
         if let nameValue = body.removeValue(forKey: "name") {
             let name = try Self.validName(nameValue)
             var builder = SQLBuilder()
@@ -70,6 +70,13 @@ public struct RoleWriter: Sendable {
         _ = try await db.run("DELETE FROM \"\(RoleStore.usersJoinTable)\" WHERE \"owningId\" = \(id)", builder.params)
         _ = try await db.run("DELETE FROM \"\(RoleStore.rolesJoinTable)\" WHERE \"owningId\" = \(id) OR \"relatedId\" = \(id)", builder.params)
         try await roles.rolesChanged(events: events, on: db)
+    }
+
+    /// Whether an update value takes the field away (null or `Delete`).
+    private static func removes(_ value: JSONValue) -> Bool {
+        if value.isNull { return true }
+        if case .object(let op) = value, op["__op"]?.string == "Delete" { return true }
+        return false
     }
 
     /// 137 when a role named `name` exists (the unique index `objects_role_name` settles races).

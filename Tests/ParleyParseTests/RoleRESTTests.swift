@@ -50,6 +50,8 @@ final class RoleRESTTests: XCTestCase {
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["name": "Other"], token: alice.token).code, 111)
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["name": "Readers"], token: alice.token).status, 200)
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["ACL": NSNull()], token: alice.token).code, 111)
+        XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["ACL": ["__op": "Delete"]], token: alice.token)["error"] as? String,
+                       "ACL is required.")
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["users": [alice.id]], token: alice.token).code, 111)
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["users": ["__op": "AddRelation", "objects": [pointer("_Role", editors)]]],
                                   token: alice.token).code, 111)
