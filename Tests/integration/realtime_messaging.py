@@ -259,7 +259,17 @@ async def scenario(postgres, server):
     check(after["type"] == "ok" and not c1.closed.done(), f"the session stays open and sends again after rate_limited: {after}")
     log(f"default send rate: {codes['rate_limited']} of a burst of 300 refused with rate_limited, session open: ok")
 
-    for client in (a1, a2, old, new, other, c1):
+    # --- The default device limit (20): a 21st device's hello is closed with 4005 too_many_devices. ---
+    dan_token = postgres.psql("rt", f"SELECT token FROM sessions WHERE user_id = '{dan}'")
+    devices = [await Client.connect(ws_url, dan_token, f"dan-device-{n}") for n in range(20)]
+    ws = await websockets.connect(ws_url, ping_interval=None)
+    frames = await asyncio.wait_for(expect_close(ws, 4005, send=json.dumps({"type": "hello", "sessionToken": dan_token, "deviceId": "dan-device-21"})), 10)
+    check(frames and frames[0]["code"] == "too_many_devices", frames)
+    again = await Client.connect(ws_url, dan_token, "dan-device-0")
+    check(again.welcome["type"] == "welcome", "a device already registered still connects at the limit")
+    log("default device limit: a 21st device is closed with 4005 too_many_devices, known ones still connect: ok")
+
+    for client in (a1, a2, old, new, other, c1, again, *devices):
         await client.close()
     log("realtime messaging: all checks passed")
 
