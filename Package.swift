@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "ParleyJSON", swiftSettings: hotPathSettings),
 
         // Bytes and sockets.
-        .target(name: "ParleyNet", dependencies: ["CLinux", "COpenSSL", "ParleyLog"], swiftSettings: hotPathSettings),
+        .target(name: "ParleyNet", dependencies: ["CLinux", "ParleyLog", "COpenSSL"], swiftSettings: hotPathSettings),
 
         // Protocols and storage.
         .target(name: "ParleyHTTP", dependencies: ["ParleyNet", "ParleyLog", "ParleyMetrics"], swiftSettings: hotPathSettings),

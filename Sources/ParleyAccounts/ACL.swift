@@ -2,8 +2,8 @@ import ParleyJSON
 
 /// A Parse ACL: who may read and who may write an object.
 ///
-/// Entries are `*` (everyone), user objectIds, or `role:Name` (stored and returned, but Parley
-/// has no roles yet, so role entries never grant access). Flattened into `rperm`/`wperm` arrays.
+/// Entries are `*` (everyone), user objectIds, or `role:Name` (granted to the role's users,
+/// `RoleStore`). Flattened into `rperm`/`wperm` arrays.
 public struct ACL: Sendable, Equatable {
     /// The ACL as the client sent it (normalised to `read`/`write` true members only).
     public let json: JSONObject

@@ -4,7 +4,7 @@ import ParleyNet
 import ParleyPostgres
 import Synchronization
 
-/// A change that ends sessions or changes a user, announced to every node (PostgreSQL NOTIFY on
+/// A change that ends sessions, changes a user or the global config, announced to every node (PostgreSQL NOTIFY on
 /// `AccountEvents.channel`, sent with the change so it is delivered only if the change commits).
 /// Each node drops its cached copies and tells its observers (e.g. to close live sockets).
 public enum AccountEvent: Sendable, Equatable {
@@ -19,6 +19,10 @@ public enum AccountEvent: Sendable, Equatable {
     case sessionsRevoked(userId: String, reason: Reason, keeping: String?)
     /// The user's fields changed: cached copies are stale.
     case userChanged(userId: String)
+    /// `PUT /config` changed the global config: cached copies are stale.
+    case configChanged
+    /// A role or a role's membership changed: every user's cached roles are stale.
+    case rolesChanged
 
     /// The NOTIFY payload.
     var payload: String {
@@ -30,13 +34,23 @@ public enum AccountEvent: Sendable, Equatable {
             object = ["event": "sessionsRevoked", "user": .string(userId), "reason": .string(reason.rawValue), "keeping": keeping.map(JSONValue.string) ?? .null]
         case .userChanged(let userId):
             object = ["event": "userChanged", "user": .string(userId)]
+        case .configChanged:
+            object = ["event": "configChanged"]
+        case .rolesChanged:
+            object = ["event": "rolesChanged"]
         }
         return object.serialized()
     }
 
     /// The event of a NOTIFY payload, nil when malformed.
     init?(payload: String) {
-        guard let value = try? JSONParser(maxDepth: 4, maxBytes: 4096).parse(payload), let user = value["user"]?.string else { return nil }
+        guard let value = try? JSONParser(maxDepth: 4, maxBytes: 4096).parse(payload) else { return nil }
+        switch value["event"]?.string {
+        case "configChanged": self = .configChanged; return
+        case "rolesChanged": self = .rolesChanged; return
+        default: break
+        }
+        guard let user = value["user"]?.string else { return nil }
         switch value["event"]?.string {
         case "sessionRevoked":
             guard let token = value["token"]?.string else { return nil }
@@ -61,10 +75,14 @@ public final class AccountEvents: Sendable {
     private let listener = Mutex<PostgresListener?>(nil)
     let sessionCache: SessionCache
     let userCache: UserCache
+    let configCache: GlobalConfigStore
+    let roleCache: RoleStore
 
-    init(sessionCache: SessionCache, userCache: UserCache) {
+    init(sessionCache: SessionCache, userCache: UserCache, configCache: GlobalConfigStore, roleCache: RoleStore) {
+        self.roleCache = roleCache
         self.sessionCache = sessionCache
         self.userCache = userCache
+        self.configCache = configCache
     }
 
     /// Calls `observer` for every event, from this node or another (on a listener loop or the
@@ -89,6 +107,10 @@ public final class AccountEvents: Sendable {
             userCache.invalidate(userId)
         case .userChanged(let userId):
             userCache.invalidate(userId)
+        case .configChanged:
+            configCache.invalidate()
+        case .rolesChanged:
+            roleCache.invalidate()
         }
         for observer in observers.withLock({ $0 }) { observer(event) }
     }
@@ -104,6 +126,8 @@ public final class AccountEvents: Sendable {
     /// PostgreSQL) and both caches start empty once it listens again. Call once; any thread.
     public func startListening(on loop: EventLoop, configuration: PostgresConfiguration, logger: Logger = Logger(label: "accounts.events")) {
         sessionCache.suspend()
+        configCache.setListening(false)
+        roleCache.setListening(false)
         loop.execute { [self] in
             let listener = PostgresListener(loop: loop, configuration: configuration, logger: logger) { [self] notification in
                 apply(payload: notification.payload)
@@ -111,9 +135,13 @@ public final class AccountEvents: Sendable {
             listener.onDisconnect = { [self] in
                 sessionCache.suspend()
                 userCache.removeAll()
+                configCache.setListening(false)
+                roleCache.setListening(false)
             }
             listener.onListening = { [self] in
                 userCache.removeAll()
+                configCache.setListening(true)
+                roleCache.setListening(true)
                 sessionCache.resume()
             }
             listener.listen(Self.channel)

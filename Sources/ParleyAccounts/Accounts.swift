@@ -14,8 +14,12 @@ public final class Accounts: Sendable {
     public let users: UserStore
     public let objects: ObjectStore
     public let installations: InstallationStore
+    /// Role membership (`role:` ACL entries).
+    public let roles: RoleStore
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
+    /// Parse's global config (`/config`).
+    public let config: GlobalConfigStore
 
     /// The SQL function through which other modules' statements learn which ids are users,
     /// `(ids text[]) → SETOF text` (migrations/0009_realtime_devices_contacts.sql): they call it
@@ -33,9 +37,11 @@ public final class Accounts: Sendable {
         schemas = SchemaStore()
         let sessionCache = SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds)
         let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
-        events = AccountEvents(sessionCache: sessionCache, userCache: userCache)
+        config = GlobalConfigStore()
+        roles = RoleStore(capacity: configuration.sessionCacheCapacity)
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
-        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
     }

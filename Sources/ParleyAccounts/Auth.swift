@@ -6,11 +6,14 @@ public struct Auth: Sendable, Equatable {
     public let user: SessionInfo?
     /// `X-Parse-Installation-Id` (or `_InstallationId`), if sent.
     public let installationId: String?
+    /// The `role:<name>` entries of every role the user holds (`RoleStore`), empty without one.
+    public let roles: [String]
 
-    public init(isMaster: Bool, user: SessionInfo?, installationId: String?) {
+    public init(isMaster: Bool, user: SessionInfo?, installationId: String?, roles: [String] = []) {
         self.isMaster = isMaster
         self.user = user
         self.installationId = installationId
+        self.roles = roles
     }
 
     public static let master = Auth(isMaster: true, user: nil, installationId: nil)
@@ -19,9 +22,9 @@ public struct Auth: Sendable, Equatable {
     /// The user's objectId, if a session was given.
     public var userId: String? { user?.userId }
 
-    /// The `rperm`/`wperm` entries that grant this caller access: `*` plus the user id.
+    /// The `rperm`/`wperm` entries that grant this caller access: `*`, the user id, its roles.
     public var permissionKeys: [String] {
-        if let userId { return ["*", userId] }
+        if let userId { return roles.isEmpty ? ["*", userId] : ["*", userId] + roles }
         return ["*"]
     }
 

@@ -12,6 +12,8 @@ public struct UserStore: Sendable {
     let configuration: AccountsConfiguration
     /// Users as they see themselves, for `me` (invalidated by every write below).
     public let cache: UserCache
+    /// Told that a signed-up user holds no role yet, so its first requests can be answered inline.
+    let roles: RoleStore
 
     /// Members of a user body handled as typed columns.
     static let coreFields: Set<String> = ["username", "email", "password", "emailVerified"]
@@ -98,7 +100,10 @@ public struct UserStore: Sendable {
                 }
                 throw ParseError.database(error)
             }
-            if let session { sessions.cache.put(session, since: mark) }
+            if let session {
+                sessions.cache.put(session, since: mark)
+                roles.noteNewUser(objectId)
+            }
             return SignUpResult(objectId: objectId, createdAt: now, session: session)
         }
         throw ParseError.internalError("could not allocate a unique objectId")

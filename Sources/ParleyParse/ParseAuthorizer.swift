@@ -17,6 +17,7 @@ import ParleyHTTP
 struct ParseAuthorizer: Sendable {
     let configuration: ParseConfiguration
     let sessions: SessionStore
+    let roles: RoleStore
 
     /// What the keys grant.
     enum Access {
@@ -44,7 +45,15 @@ struct ParseAuthorizer: Sendable {
                 if access != .master { throw .parse(error) }
             }
         }
-        return viewer(access, session, headers, envelope)
+        var roleKeys: [String] = []
+        if access == .client, let session {
+            do {
+                roleKeys = try await roles.permissionKeys(of: session.userId, on: db)
+            } catch {
+                throw .parse(error)
+            }
+        }
+        return viewer(access, session, headers, envelope, roles: roleKeys)
     }
 
     /// `authorize` from memory alone, for a bodiless request answered on the event loop (no
@@ -65,7 +74,12 @@ struct ParseAuthorizer: Sendable {
             case .unknown: return nil
             }
         }
-        return viewer(access, session, headers, nil)
+        var roleKeys: [String] = []
+        if access == .client, let session {
+            guard let cached = roles.cachedPermissionKeys(of: session.userId) else { return nil }
+            roleKeys = cached
+        }
+        return viewer(access, session, headers, nil, roles: roleKeys)
     }
 
     private enum CachedSession {
@@ -73,8 +87,8 @@ struct ParseAuthorizer: Sendable {
     }
 
     @inline(__always)
-    private func viewer(_ access: Access, _ session: SessionInfo?, _ headers: HTTPHeaders, _ envelope: ParseEnvelope?) -> Auth {
+    private func viewer(_ access: Access, _ session: SessionInfo?, _ headers: HTTPHeaders, _ envelope: ParseEnvelope?, roles: [String]) -> Auth {
         Auth(isMaster: access == .master, user: session,
-             installationId: ParseCredential.installationID.string(in: headers, envelope) ?? session?.installationId)
+             installationId: ParseCredential.installationID.string(in: headers, envelope) ?? session?.installationId, roles: roles)
     }
 }

@@ -48,6 +48,12 @@ extension ParseAPI {
               ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) })
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
+        // Config.
+        route(.get, "/config", on: group, ParseEndpoint { api, q in .ok(try await api.accounts.config.get(auth: q.auth, on: q.db)) })
+        route(.put, "/config", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            try await api.accounts.config.update(body: q.object, events: api.accounts.events, on: q.db)
+            return .ok(["result": true])
+        })
         // Server.
         route(.get, "/serverInfo", on: group, ParseEndpoint(requiresMaster: true) { api, _ in api.serverInfo() })
         // Parse Server answers its health check without keys, for any method; with the API at
@@ -79,8 +85,18 @@ extension ParseAPI {
         for key in ["username", "email", "password"] {
             if let value = request.body?[key], !value.isNull, value.string == nil { throw ParseError.invalidLogin }
         }
-        return .ok(try await accounts.users.logIn(username: username, email: email, password: password,
-                                                  installationId: request.auth.installationId, on: request.db))
+        let attempt = try configuration.loginThrottle.begin(account: username ?? email, address: request.clientAddress)
+        do {
+            let user = try await accounts.users.logIn(username: username, email: email, password: password,
+                                                      installationId: request.auth.installationId, on: request.db)
+            configuration.loginThrottle.succeeded(attempt)
+            return .ok(user)
+        } catch let error as ParseError where error.code == ParseError.invalidLogin.code {
+            throw error
+        } catch {
+            configuration.loginThrottle.cancelled(attempt)
+            throw error
+        }
     }
 
     func logOut(_ request: ParseRequest) async throws -> ParseResponse {
@@ -224,12 +240,12 @@ extension ParseAPI {
 
     /// `GET /serverInfo` (master key): the version and the `features` object SDKs and dashboards
     /// read (Parse Server's `FeaturesRouter`). Each flag says whether Parley serves that
-    /// feature's endpoints; it serves none of them yet (no `/config`, `/hooks`, `/jobs`,
-    /// `/scriptlog`, `/push` or `/schemas`).
+    /// feature's endpoints: of them it serves `/config` (read and update), not yet `/hooks`,
+    /// `/jobs`, `/scriptlog`, `/push` or `/schemas`.
     func serverInfo() -> ParseResponse {
         let no: JSONValue = false
         let features: JSONObject = [
-            "globalConfig": ["create": no, "read": no, "update": no, "delete": no],
+            "globalConfig": ["create": true, "read": true, "update": true, "delete": true],
             "hooks": ["create": no, "read": no, "update": no, "delete": no],
             "cloudCode": ["jobs": no],
             "logs": ["level": no, "size": no, "order": no, "until": no, "from": no],
