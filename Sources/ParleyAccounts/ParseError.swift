@@ -48,6 +48,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case sessionMissing(String)
     /// 209
     case invalidSessionToken(String)
+    /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
+    /// Server's `rateLimit` answers ("Too many requests.").
+    case tooManyRequests(String)
 
     /// Parse's numeric error code.
     public var code: Int {
@@ -75,6 +78,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .emailTaken: 203
         case .sessionMissing: 206
         case .invalidSessionToken: 209
+        case .tooManyRequests: 100
         }
     }
 
@@ -87,7 +91,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m):
+             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m):
             m
         }
     }

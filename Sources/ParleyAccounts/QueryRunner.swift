@@ -6,9 +6,12 @@ import ParleyPostgres
 public struct QueryRunner: Sendable {
     /// SELECTs of the query shapes seen, so repeated shapes skip the compiler.
     public let compiledQueries: CompiledQueryCache
+    /// The bounds of `$regex` statements.
+    public let regexLimit: RegexStatementLimit
 
-    public init(compiledQueries: CompiledQueryCache = CompiledQueryCache()) {
+    public init(compiledQueries: CompiledQueryCache = CompiledQueryCache(), regexLimit: RegexStatementLimit = RegexStatementLimit()) {
         self.compiledQueries = compiledQueries
+        self.regexLimit = regexLimit
     }
 
     /// The response body of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows
@@ -20,25 +23,32 @@ public struct QueryRunner: Sendable {
 
     /// `find` without a task, for a query without `count` and a caller on an event loop thread
     /// (an inline HTTP answer): the same statement and the same writer, through one read of
-    /// `database`; `completion` runs on that loop, once.
+    /// `database`; `completion` runs on that loop, once. Declines (false, `completion` not
+    /// called) a `$regex` query: it runs in a transaction of its own on the async path.
     public func find(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
-                     completion: @escaping (Result<[UInt8], ParseError>) -> Void) {
+                     completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
         let compiled: CompiledQuery?
         do {
             compiled = try select(query, auth: auth)
         } catch {
-            return completion(.failure(error))
+            completion(.failure(error))
+            return true
         }
         // The completion keeps what writing the rows needs, not the whole query.
         let output = RowOutput(query, auth: auth)
-        guard let compiled else { return completion(.success(output.body(nil, count: nil))) }
+        guard let compiled else {
+            completion(.success(output.body(nil, count: nil)))
+            return true
+        }
+        if compiled.usesRegex { return false }
         database.read(compiled.sql, compiled.parameters) { result in
             switch result {
             case .success(let rows): completion(.success(output.body(rows, count: nil)))
             case .failure(let error): completion(.failure(Self.readError(error)))
             }
         }
+        return true
     }
 
     /// The rows (nil when `limit` is 0) and the count (when asked for).
@@ -46,14 +56,14 @@ public struct QueryRunner: Sendable {
         -> (rows: PostgresRows?, count: Int?) {
         var rows: PostgresRows?
         if let compiled = try select(query, auth: auth) {
-            rows = try await Self.run(compiled, on: db)
+            rows = try await run(compiled, on: db)
         }
         var count: Int?
         if query.count {
             let compiled = try Self.compile { () throws(QueryError) in
                 try QueryCompiler.compileCount(query, layout: TableLayout.forClass(query.className), readerIDs: Self.readers(auth))
             }
-            count = try await Self.run(compiled, on: db).first?["count"].int ?? 0
+            count = try await run(compiled, on: db).first?["count"].int ?? 0
         }
         return (rows, count)
     }
@@ -81,11 +91,12 @@ public struct QueryRunner: Sendable {
         }
     }
 
-    private static func run(_ compiled: CompiledQuery, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows {
+    private func run(_ compiled: CompiledQuery, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows {
+        if compiled.usesRegex { return try await regexLimit.run(compiled, on: db) }
         do {
             return try await db.read(compiled.sql, compiled.parameters)
         } catch {
-            throw readError(error)
+            throw Self.readError(error)
         }
     }
 

@@ -38,7 +38,7 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The host part of `host:port` or `[host]:port`; anything else unchanged.
-    static func host(of address: String) -> String {
+    public static func host(of address: String) -> String {
         if address.hasPrefix("["), let end = address.firstIndex(of: "]") {
             return String(address[address.index(after: address.startIndex)..<end])
         }

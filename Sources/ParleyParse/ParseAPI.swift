@@ -20,7 +20,7 @@ public final class ParseAPI: Sendable {
     public let configuration: ParseConfiguration
     public let accounts: Accounts
     let logger: Logger
-    let queries = QueryRunner()
+    let queries: QueryRunner
     let authorizer: ParseAuthorizer
     /// The router's table once the endpoints are registered, for batch sub-requests and the
     /// `_method` form.
@@ -31,6 +31,7 @@ public final class ParseAPI: Sendable {
         self.configuration = configuration
         self.accounts = accounts
         self.logger = logger
+        queries = QueryRunner(regexLimit: configuration.regexLimit)
         authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions, roles: accounts.roles)
     }
 
@@ -93,7 +94,8 @@ public final class ParseAPI: Sendable {
         let parseRequest = ParseRequest(
             method: envelope.method, parameters: parameters, query: request.head.queryParameters, body: envelope.body,
             bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
-            baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database)
+            baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database,
+            clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer))
         return try await run(endpoint, parseRequest)
     }
 
@@ -145,7 +147,8 @@ public final class ParseAPI: Sendable {
     /// the same authorization from memory, query parser and `QueryRunner.find` as the full
     /// path. Declines (false) what only the full path answers: a body or the `_method` form, a
     /// session not cached, a `count` (two statements), a query the parser refuses (the full path
-    /// words the error), and `_Installation` and `_Session`, whose finds have rules of their own.
+    /// words the error), a `$regex` (a transaction of its own), and `_Installation` and
+    /// `_Session`, whose finds have rules of their own.
     func answerFind(_ request: HTTPRequest, className: String, respond: HTTPResponder) -> Bool {
         guard className != ClassName.installation, className != ClassName.session,
               request.method == .get, request.body.isEmpty,
@@ -153,7 +156,7 @@ public final class ParseAPI: Sendable {
               let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),
               !query.count else { return false }
         // The completion keeps the class name for the error log, not the request.
-        queries.find(query, auth: auth, on: accounts.database) { [self] result in
+        return queries.find(query, auth: auth, on: accounts.database) { [self] result in
             switch result {
             case .success(let bytes):
                 respond(render(.ok(bytes), method: .get))
@@ -162,7 +165,6 @@ public final class ParseAPI: Sendable {
                 respond(render(errorResponse(error, path: configuration.mountPath + path, logger: logger), method: .get))
             }
         }
-        return true
     }
 
     // MARK: Headers

@@ -1,3 +1,4 @@
+import ParleyAccounts
 import ParleyNet
 
 /// Settings of the Parse-compatible REST API.
@@ -14,9 +15,14 @@ public struct ParseConfiguration: Sendable {
     public var maxBatchRequests: Int
     /// Where the server is reached from outside, and which peers may say so (`Location` headers).
     public var serverURL: ParseServerURL
+    /// The bounds of `$regex` finds (timeout, how many at once).
+    public var regexLimit: RegexStatementLimit
+    /// Failed logins per account and per client address (`--login-*`).
+    public var loginThrottle: LoginThrottle
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
-                maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL()) {
+                maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
+                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle()) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -25,5 +31,7 @@ public struct ParseConfiguration: Sendable {
         self.mountPath = path.isEmpty ? "/" : path
         self.maxBatchRequests = max(1, maxBatchRequests)
         self.serverURL = serverURL
+        self.regexLimit = regexLimit
+        self.loginThrottle = loginThrottle
     }
 }

@@ -91,8 +91,18 @@ extension ParseAPI {
         for key in ["username", "email", "password"] {
             if let value = request.body?[key], !value.isNull, value.string == nil { throw ParseError.invalidLogin }
         }
-        return .ok(try await accounts.users.logIn(username: username, email: email, password: password,
-                                                  installationId: request.auth.installationId, on: request.db))
+        let attempt = try configuration.loginThrottle.begin(account: username ?? email, address: request.clientAddress)
+        do {
+            let user = try await accounts.users.logIn(username: username, email: email, password: password,
+                                                      installationId: request.auth.installationId, on: request.db)
+            configuration.loginThrottle.succeeded(attempt)
+            return .ok(user)
+        } catch let error as ParseError where error.code == ParseError.invalidLogin.code {
+            throw error
+        } catch {
+            configuration.loginThrottle.cancelled(attempt)
+            throw error
+        }
     }
 
     func logOut(_ request: ParseRequest) async throws -> ParseResponse {

@@ -23,6 +23,8 @@ struct ParseRequest: Sendable {
     var baseURL: String
     /// The client or, inside a transactional batch, the transaction.
     var db: any SQLExecutor
+    /// The client's address (`ParseServerURL.clientAddress`), for the login throttle.
+    var clientAddress: String
     var isBatched: Bool = false
 
     /// `:name` parameter (present by construction of the route).

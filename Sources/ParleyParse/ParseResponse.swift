@@ -52,11 +52,13 @@ enum ParseFailure: Error, Sendable {
 
 /// The single place where failures become HTTP responses.
 enum ParseErrorMapping {
-    /// Parse Server's statuses: 101 → 404, internal (1) → 500, every other code → 400.
+    /// Parse Server's statuses: 101 → 404, internal (1) → 500, every other code → 400; and
+    /// 100 → 429, as Parse Server's `rateLimit` answers (a bounded resource is full).
     static func status(for error: ParseError) -> HTTPStatus {
         switch error.code {
         case 101: .notFound
         case 1: .internalServerError
+        case 100: .tooManyRequests
         default: .badRequest
         }
     }

@@ -63,6 +63,20 @@ public struct ParseServerURL: Sendable, Equatable {
         return scheme + "://" + host
     }
 
+    /// The client's host address (no port): `peer`'s, or, when `peer` is a trusted proxy, the
+    /// nearest address in `X-Forwarded-For` (read from the right) that is not itself one.
+    public func clientAddress(headers: HTTPHeaders, peer: String) -> String {
+        var client = IPNetwork.host(of: peer)
+        guard trustedProxies.contains(where: { $0.contains(peer) }), let chain = headers["X-Forwarded-For"] else { return client }
+        for hop in chain.split(separator: ",").reversed() {
+            let address = String(hop.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+            guard !address.isEmpty, address.utf8.count <= 64 else { break }
+            client = IPNetwork.host(of: address)
+            if !trustedProxies.contains(where: { $0.contains(address) }) { break }
+        }
+        return client
+    }
+
     /// The first entry of a comma-separated header (the client-facing one in a proxy chain).
     private static func firstListValue(_ value: String?) -> String? {
         guard let value else { return nil }

@@ -30,6 +30,14 @@ public struct ServerConfig: Sendable {
     public var shutdownTimeout: Duration
     public var databasePoolSize: Int
     public var statementTimeout: Duration
+    /// `statement_timeout` of a `$regex` find (`--regex-timeout`).
+    public var regexTimeout: Duration
+    /// `$regex` finds running at once per node (`--regex-concurrency`).
+    public var regexConcurrency: Int
+    /// Failed logins per account / per client address in `loginFailureWindow` (`--login-*`).
+    public var loginFailuresPerAccount: Int
+    public var loginFailuresPerAddress: Int
+    public var loginFailureWindow: Duration
     public var appID: String
     public var masterKey: String?
     public var restAPIKey: String?
@@ -77,6 +85,11 @@ public struct ServerConfig: Sendable {
         ConfigOption("shutdown-timeout", env: "PARLEY_SHUTDOWN_TIMEOUT", default: "10s", "On SIGTERM, how long in-flight requests may run before connections are closed."),
         ConfigOption("db-pool-size", env: "PARLEY_DB_POOL_SIZE", default: "2", "PostgreSQL connections per event loop."),
         ConfigOption("db-statement-timeout", env: "PARLEY_DB_STATEMENT_TIMEOUT", default: "5s", "PostgreSQL statement_timeout for every query."),
+        ConfigOption("login-failures-per-account", env: "PARLEY_LOGIN_FAILURES_PER_ACCOUNT", default: "10", "Failed logins one username/email may have per --login-failure-window before 100/429 (0 = no limit)."),
+        ConfigOption("login-failures-per-address", env: "PARLEY_LOGIN_FAILURES_PER_ADDRESS", default: "100", "Failed logins one client address may have per --login-failure-window before 100/429 (0 = no limit)."),
+        ConfigOption("login-failure-window", env: "PARLEY_LOGIN_FAILURE_WINDOW", default: "15m", "How long a failed login counts against its account and address."),
+        ConfigOption("regex-timeout", env: "PARLEY_REGEX_TIMEOUT", default: "1s", "statement_timeout of a Parse find with $regex (then 102)."),
+        ConfigOption("regex-concurrency", env: "PARLEY_REGEX_CONCURRENCY", default: "2", "Parse finds with $regex running at once per node; more get 100/429 at once."),
         ConfigOption("app-id", env: "PARLEY_APP_ID", default: "parley", "Parse application id clients must send (X-Parse-Application-Id)."),
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
@@ -138,6 +151,11 @@ public struct ServerConfig: Sendable {
         shutdownTimeout = try values.duration("shutdown-timeout")
         databasePoolSize = try values.int("db-pool-size", in: 1...64)
         statementTimeout = try values.duration("db-statement-timeout")
+        regexTimeout = try values.duration("regex-timeout")
+        loginFailuresPerAccount = try values.int("login-failures-per-account", in: 0...1_000_000)
+        loginFailuresPerAddress = try values.int("login-failures-per-address", in: 0...1_000_000)
+        loginFailureWindow = try values.duration("login-failure-window")
+        regexConcurrency = try values.int("regex-concurrency", in: 1...1024)
         appID = values.string("app-id")
         masterKey = values.optionalString("master-key")
         restAPIKey = values.optionalString("rest-api-key")

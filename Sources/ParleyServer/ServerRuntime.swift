@@ -82,7 +82,11 @@ public final class ServerRuntime: Sendable {
                            metrics: metrics.registry, logger: Logger(label: "mail"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
-                                                   serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies)),
+                                                   serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
+                                                   regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
+                                                   loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
+                                                                                perAddress: config.loginFailuresPerAddress,
+                                                                                window: config.loginFailureWindow)),
                  accounts: accounts, logger: Logger(label: "parse")).register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in

@@ -164,6 +164,16 @@ final class QueryCompilerTests: XCTestCase {
         XCTAssertEqual(try predicate(#"{"bio":{"$regex":"x"}}"#).0, "(jsonb_typeof((data -> $1::text)) = 'string' AND ((data -> $1::text) #>> '{}') ~ $2::text)")
     }
 
+    func testRegexLiteralBlocksAreEscaped() {
+        XCTAssertEqual(RegexLiteralBlocks.rewrite(#"^\Qa.b*(c)\E$"#), #"^a\.b\*\(c\)$"#)
+        XCTAssertEqual(RegexLiteralBlocks.rewrite(#"\Qa b\E"#), #"a\ b"#, "spaces stay literal under the x option")
+        XCTAssertEqual(RegexLiteralBlocks.rewrite(#"\Qx\\E"#), #"x\\"#, "a backslash inside a block is literal; \\E still ends it")
+        XCTAssertEqual(RegexLiteralBlocks.rewrite(#"\Qé1\E\d+\Q?"#), #"é1\d+\?"#, "escapes outside blocks stay; an open block runs to the end")
+        XCTAssertEqual(RegexLiteralBlocks.rewrite(#"a\\Qb"#), #"a\\Qb"#, "an escaped backslash before Q opens no block")
+        XCTAssertEqual(RegexLiteralBlocks.rewrite(#"a\Eb"#), "ab", "a stray \\E is dropped, as in PCRE")
+        XCTAssertEqual(RegexLiteralBlocks.rewrite("trailing\\"), "trailing\\")
+    }
+
     func testOrAndShapes() throws {
         XCTAssertEqual(try predicate(#"{"$or":[{"a":1},{"b":2,"c":3}]}"#).0,
                        "((data -> $1::text) @> $2::jsonb OR ((data -> $3::text) @> $4::jsonb AND (data -> $5::text) @> $6::jsonb))")

@@ -31,7 +31,8 @@ final class ParseHarness: @unchecked Sendable {
     }
 
     init(restKey: String? = nil, accounts: AccountsConfiguration = AccountsConfiguration(passwordOperationsLimit: 1, passwordMemoryLimit: 8192),
-         serverURL: ParseServerURL = ParseServerURL()) async throws {
+         serverURL: ParseServerURL = ParseServerURL(), regexLimit: RegexStatementLimit = RegexStatementLimit(),
+         loginThrottle: LoginThrottle = LoginThrottle()) async throws {
         self.restKey = restKey
         let postgres = try TestPostgres.shared()
         let url = try postgres.makeDatabase(prefix: "parse")
@@ -41,7 +42,8 @@ final class ParseHarness: @unchecked Sendable {
         database = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: url))
         database.start()
         try await database.waitUntilReady()
-        api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey, serverURL: serverURL),
+        api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey, serverURL: serverURL,
+                                                                 regexLimit: regexLimit, loginThrottle: loginThrottle),
                        accountsConfiguration: accounts, database: database, blockingPool: pool)
         let router = Router()
         router.add(middleware: fullPath)

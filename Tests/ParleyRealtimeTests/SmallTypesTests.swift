@@ -17,6 +17,17 @@ final class SmallTypesTests: XCTestCase {
         XCTAssertFalse(MessageID.isValid("g18bcfe5-6800-7000-8000-000000000000"))
     }
 
+    func testMessageIDsMadeInTheSameMillisecondSortInTheOrderMade() {
+        let ids = (0..<70_000).map { _ in MessageID.make(milliseconds: 1_800_000_000_000) }
+        for (earlier, later) in zip(ids, ids.dropFirst()) where !(earlier < later) {
+            XCTFail("\(earlier) does not sort before the next id \(later)")
+            return
+        }
+        XCTAssertTrue(ids.first!.hasPrefix("01a3185c-5000-7"))
+        XCTAssertEqual(Set(ids).count, ids.count)
+        XCTAssertTrue(ids.allSatisfy { Array($0)[14] == "7" && "89ab".contains(Array($0)[19]) })
+    }
+
     func testSQLArrayLiteralsAndParsing() {
         XCTAssertEqual(SQLArray.literal(["a", "b\"c", "d\\e", "", "é"]), #"{"a","b\"c","d\\e","","é"}"#)
         XCTAssertEqual(SQLArray.literal([1, 2, 3] as [Int]), "{1,2,3}")

@@ -249,7 +249,7 @@ final class WebSocketHandlerTests: XCTestCase {
             try client.upgrade()
             clients.append(client)
         }
-        let before = Self.residentBytes()
+        let before = try Self.residentBytes()
         for i in 0..<count {
             let client = try TestWebSocketClient(port: server.port)
             try client.upgrade()
@@ -258,16 +258,17 @@ final class WebSocketHandlerTests: XCTestCase {
             clients.append(client)
         }
         usleep(100_000)
-        let perConnection = (Self.residentBytes() - before) / count
+        let perConnection = (try Self.residentBytes() - before) / count
         print("memory per idle WebSocket connection (server and test client): \(perConnection) bytes")
         XCTAssertEqual(server.server.openConnections(), count + 50)
         XCTAssertLessThan(perConnection, 4096)
     }
 
-    /// Resident set size of this process, from /proc/self/statm.
-    static func residentBytes() -> Int {
-        let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
-        let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    /// Resident set size of this process, from /proc/self/statm; throws (failing the test) when unreadable.
+    static func residentBytes() throws -> Int {
+        let statm = try String(contentsOfFile: "/proc/self/statm", encoding: .utf8)
+        let pages = try XCTUnwrap(statm.split(separator: " ").dropFirst().first.flatMap { Int($0) }, "no resident pages in \(statm)")
+        XCTAssertGreaterThan(pages, 0)
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 }

@@ -128,7 +128,7 @@ def run_flow(port):
     alice = User.signup("alice", "wonderland", screenName="Alice Liddell", age=27)
     check("signup returns a 10-character objectId", len(alice.objectId), 10)
     check("signup returns an r: session token", alice.sessionToken.startswith("r:") and len(alice.sessionToken) == 34, True)
-    bob = User.signup("bob", "builder", screenName="Bob", age=35)
+    bob = User.signup("bob", "builder", screenName="Bob", age=35, email="bob@example.com")
 
     # Login and current user.
     logged_in = User.login("alice", "wonderland")
@@ -148,6 +148,8 @@ def run_flow(port):
     caller = User.Query.get(username="bob")
     check("query username == bob finds Bob's screenName", caller.screenName, "Bob")
     check("query results hide other users' email", hasattr(caller, "email"), False)
+    with SessionToken(bob.sessionToken):
+        check("bob's own query shows his email", User.Query.get(username="bob").email, "bob@example.com")
 
     # Save locations (GeoPoints) and look for people nearby.
     logged_in.location = GeoPoint(48.8584, 2.2945)  # Eiffel Tower

@@ -5,6 +5,7 @@ replaying exactly the unacknowledged tail, idempotent re-send, unknown recipient
 errors and close codes, replacement of a device's connection, REST send and history paging, and a ban from another process
 refusing a cached session on every path."""
 import asyncio
+import collections
 import json
 import os
 import subprocess
@@ -123,8 +124,8 @@ async def scenario(postgres, server):
     log("unknown recipient → user_not_found: ok")
 
     # --- Request errors keep the session open. ---
-    bad = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob] * 101, "text": "x"})
-    check(bad["code"] == "bad_request" or bad["code"] == "too_many_recipients", bad)
+    bad = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [f"ghost{n:05d}" for n in range(101)], "text": "x"})
+    check(bad["code"] == "too_many_recipients", bad)
     long = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob], "text": "x" * 65537})
     check(long["code"] == "text_too_long", long)
     big = await a1.request({"type": "message.send", "clientMessageId": "x", "to": [bob], "text": "x", "headers": {"h": "v" * 1100}})
@@ -244,7 +245,31 @@ async def scenario(postgres, server):
         check(error.code == 400 and json.loads(error.read())["code"] == 209, f"/parse/users/me after the ban: {error.code}")
     log("a ban from another process refuses the cached session on every path: ok")
 
-    for client in (a1, a2, old, new, other):
+    # --- The default send rate (100/s, burst 200): a pipelined burst of 300 is refused past the burst. ---
+    (carol, carol_token), (dan, _) = create_users(postgres, "rt", "r", 2)
+    c1 = await Client.connect(ws_url, carol_token, "carol-phone")
+    burst = [{"type": "message.send", "clientMessageId": f"burst-{n}", "to": [dan], "text": "x"} for n in range(300)]
+    replies = await asyncio.gather(*(c1.request(frame) for frame in burst))
+    codes = collections.Counter(reply["type"] if reply["type"] == "ok" else reply["code"] for reply in replies)
+    check(set(codes) == {"ok", "rate_limited"} and 200 <= codes["ok"] < 300, f"a burst of 300 sends: {dict(codes)}")
+    deadline = asyncio.get_running_loop().time() + 3
+    while (after := await c1.send_message([dan], "after the burst"))["type"] != "ok" and asyncio.get_running_loop().time() < deadline:
+        check(after["code"] == "rate_limited", after)
+        await asyncio.sleep(0.02)
+    check(after["type"] == "ok" and not c1.closed.done(), f"the session stays open and sends again after rate_limited: {after}")
+    log(f"default send rate: {codes['rate_limited']} of a burst of 300 refused with rate_limited, session open: ok")
+
+    # --- The default device limit (20): a 21st device's hello is closed with 4005 too_many_devices. ---
+    dan_token = postgres.psql("rt", f"SELECT token FROM sessions WHERE user_id = '{dan}'")
+    devices = [await Client.connect(ws_url, dan_token, f"dan-device-{n}") for n in range(20)]
+    ws = await websockets.connect(ws_url, ping_interval=None)
+    frames = await asyncio.wait_for(expect_close(ws, 4005, send=json.dumps({"type": "hello", "sessionToken": dan_token, "deviceId": "dan-device-21"})), 10)
+    check(frames and frames[0]["code"] == "too_many_devices", frames)
+    again = await Client.connect(ws_url, dan_token, "dan-device-0")
+    check(again.welcome["type"] == "welcome", "a device already registered still connects at the limit")
+    log("default device limit: a 21st device is closed with 4005 too_many_devices, known ones still connect: ok")
+
+    for client in (a1, a2, old, new, other, c1, again, *devices):
         await client.close()
     log("realtime messaging: all checks passed")
 

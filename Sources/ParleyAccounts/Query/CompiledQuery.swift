@@ -5,10 +5,13 @@ import ParleyPostgres
 public struct CompiledQuery: Sendable, Equatable, CustomStringConvertible {
     public var sql: String
     public var parameters: [PostgresData]
+    /// The statement matches a `$regex`: it runs under `RegexStatementLimit`.
+    public var usesRegex: Bool
 
-    public init(sql: String, parameters: [PostgresData]) {
+    public init(sql: String, parameters: [PostgresData], usesRegex: Bool = false) {
         self.sql = sql
         self.parameters = parameters
+        self.usesRegex = usesRegex
     }
 
     public var description: String {

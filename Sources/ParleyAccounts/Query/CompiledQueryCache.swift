@@ -34,6 +34,7 @@ public final class CompiledQueryCache: Sendable {
     struct Template: Sendable {
         let sql: String
         let sources: [Source]
+        let usesRegex: Bool
     }
 
     private enum Entry: Sendable {
@@ -81,7 +82,8 @@ public final class CompiledQueryCache: Sendable {
         }
         switch cached {
         case .template(let template)?:
-            return CompiledQuery(sql: template.sql, parameters: template.sources.map { Self.parameter($0, values: shape.members, readerIDs: readerIDs) })
+            return CompiledQuery(sql: template.sql, parameters: template.sources.map { Self.parameter($0, values: shape.members, readerIDs: readerIDs) },
+                                 usesRegex: template.usesRegex)
         case .notCacheable?:
             return try QueryCompiler.compileSelect(query, layout: layout, readerIDs: readerIDs)
         case nil:
@@ -157,7 +159,7 @@ public final class CompiledQueryCache: Sendable {
             guard candidates.count == 1 else { return nil }
             sources.append(candidates[0])
         }
-        return Template(sql: compiled.sql, sources: sources)
+        return Template(sql: compiled.sql, sources: sources, usesRegex: compiled.usesRegex)
     }
 
     /// A value of the same JSON kind that differs from `value` (and from the other sentinels).

@@ -69,7 +69,7 @@ public enum QueryCompiler {
             sql += " OFFSET "
             sql += String(query.skip)
         }
-        return CompiledQuery(sql: sql, parameters: compiler.writer.parameters)
+        return CompiledQuery(sql: sql, parameters: compiler.writer.parameters, usesRegex: compiler.usesRegex)
     }
 
     /// `SELECT count(*) AS count …` over the same rows, ignoring order, limit, skip and keys.
@@ -79,7 +79,7 @@ public enum QueryCompiler {
         let predicates = access + conditions
         var sql = "SELECT count(*) AS count FROM \(layout.table)"
         if !predicates.isEmpty { sql += " WHERE " + predicates.joined(separator: " AND ") }
-        return CompiledQuery(sql: sql, parameters: compiler.writer.parameters)
+        return CompiledQuery(sql: sql, parameters: compiler.writer.parameters, usesRegex: compiler.usesRegex)
     }
 
     /// The class filter and read access, then the `where` predicates.

@@ -31,6 +31,8 @@ struct WhereCompiler {
     let layout: TableLayout
     let isMaster: Bool
     var writer = SQLWriter()
+    /// A `$regex` was compiled.
+    var usesRegex = false
     /// The query's `$nearSphere`, if it has one.
     private(set) var nearSphere: NearSphere?
     private var conditions = 0
@@ -424,6 +426,7 @@ struct WhereCompiler {
             flags = Set(text)
         }
         let postgresPattern = Self.postgresPattern(pattern, flags: flags)
+        usesRegex = true
         switch target {
         case .column(let column, .string):
             return "\(column) ~ \(try writer.bind(.text(postgresPattern), as: "text"))"
@@ -446,7 +449,7 @@ struct WhereCompiler {
         }
         if flags.contains("i") { embedded += "i" }
         if flags.contains("x") { embedded += "x" }
-        return "(?\(embedded))" + pattern
+        return "(?\(embedded))" + RegexLiteralBlocks.rewrite(pattern)
     }
 
     // MARK: - Geo
