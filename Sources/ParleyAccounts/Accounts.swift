@@ -46,7 +46,7 @@ public final class Accounts: Sendable {
         users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
-        roleWriter = RoleWriter(objects: objects, roles: roles, events: events)
+        roleWriter = RoleWriter(database: database, objects: objects, roles: roles, events: events)
     }
 
     /// Runs `body` in one transaction; a thrown error rolls everything back.

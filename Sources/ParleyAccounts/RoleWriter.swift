@@ -6,8 +6,10 @@ import ParleyPostgres
 /// reads, and `rolesChanged` after every write so every node drops its cached roles.
 ///
 /// The object itself goes through `ObjectStore`, so ACLs and write permission are the same
-/// rule as for any object; relation changes are applied only after that write succeeded.
+/// rule as for any object; relation changes are applied only after that write succeeded, in the
+/// same transaction.
 public struct RoleWriter: Sendable {
+    let database: PostgresClient
     let objects: ObjectStore
     let roles: RoleStore
     let events: AccountEvents
@@ -36,11 +38,14 @@ public struct RoleWriter: Sendable {
         guard let nameValue = body["name"] else { throw .incorrectType("name is required.") }
         let name = try Self.validName(nameValue)
         guard let acl = body["ACL"], !acl.isNull else { throw .incorrectType("ACL is required.") }
-        try await ensureUnused(name, on: db)
-        let created = try await objects.create(className: ClassName.role, body: body, auth: auth, on: db)
-        try await apply(changes, to: created["objectId"]?.string ?? "", on: db)
-        try await roles.rolesChanged(events: events, on: db)
-        return created
+        let object = body
+        return try await atomically(db) { db throws(ParseError) in
+            try await ensureUnused(name, on: db)
+            let created = try await objects.create(className: ClassName.role, body: object, auth: auth, on: db)
+            try await apply(changes, to: created["objectId"]?.string ?? "", on: db)
+            try await roles.rolesChanged(events: events, on: db)
+            return created
+        }
     }
 
     /// Updates a role the viewer may write (101 otherwise); the name cannot change, the ACL
@@ -56,20 +61,39 @@ public struct RoleWriter: Sendable {
             let current = try await db.run(sql, builder.params, readOnly: true).first?["name"].string
             guard current == nil || current == name else { throw .incorrectType("A role's name can only be set before it has been saved.") }
         }
-        let updated = try await objects.update(className: ClassName.role, objectId: objectId, body: body, auth: auth, on: db)
-        try await apply(changes, to: objectId, on: db)
-        try await roles.rolesChanged(events: events, on: db)
-        return updated
+        let object = body
+        return try await atomically(db) { db throws(ParseError) in
+            let updated = try await objects.update(className: ClassName.role, objectId: objectId, body: object, auth: auth, on: db)
+            try await apply(changes, to: objectId, on: db)
+            try await roles.rolesChanged(events: events, on: db)
+            return updated
+        }
     }
 
     /// Deletes a role the viewer may write (101 otherwise) and its memberships.
     public func delete(objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
-        try await objects.delete(className: ClassName.role, objectId: objectId, auth: auth, on: db)
-        var builder = SQLBuilder()
-        let id = builder.bind(.text(objectId))
-        _ = try await db.run("DELETE FROM \"\(RoleStore.usersJoinTable)\" WHERE \"owningId\" = \(id)", builder.params)
-        _ = try await db.run("DELETE FROM \"\(RoleStore.rolesJoinTable)\" WHERE \"owningId\" = \(id) OR \"relatedId\" = \(id)", builder.params)
-        try await roles.rolesChanged(events: events, on: db)
+        try await atomically(db) { db throws(ParseError) in
+            try await objects.delete(className: ClassName.role, objectId: objectId, auth: auth, on: db)
+            var builder = SQLBuilder()
+            let id = builder.bind(.text(objectId))
+            _ = try await db.run("DELETE FROM \"\(RoleStore.usersJoinTable)\" WHERE \"owningId\" = \(id)", builder.params)
+            _ = try await db.run("DELETE FROM \"\(RoleStore.rolesJoinTable)\" WHERE \"owningId\" = \(id) OR \"relatedId\" = \(id)", builder.params)
+            try await roles.rolesChanged(events: events, on: db)
+        }
+    }
+
+    /// Runs `body` in one transaction: `db` itself when it is one (a transactional batch).
+    private func atomically<T: Sendable>(_ db: any SQLExecutor, _ body: @Sendable (any SQLExecutor) async throws(ParseError) -> T) async throws(ParseError) -> T {
+        if let transaction = db as? PostgresTransaction { return try await body(transaction) }
+        do {
+            return try await database.transaction { transaction in try await body(transaction) }
+        } catch let error as ParseError {
+            throw error
+        } catch let error as PostgresError {
+            throw ParseError.database(error)
+        } catch {
+            throw ParseError.internalError("role write: \(error)")
+        }
     }
 
     /// Whether an update value takes the field away (null or `Delete`).

@@ -58,6 +58,19 @@ final class RoleRESTTests: XCTestCase {
         let flood = Array(repeating: pointer("_User", bob.id), count: FieldOperation.maxObjects + 1)
         XCTAssertEqual(try h.call("PUT", "/parse/roles/\(readers)", body: ["users": ["__op": "AddRelation", "objects": flood]], token: alice.token).code, 107)
 
+        // A create whose membership write fails leaves no role behind (one transaction).
+        let nul = try h.call("POST", "/parse/roles", body: ["name": "Atomic", "ACL": owned,
+                                                           "users": ["__op": "AddRelation", "objects": [pointer("_User", "a\u{0}b")]]], token: alice.token)
+        XCTAssertEqual(nul.code, 107, "\(nul.json ?? "")")
+        _ = try create("/parse/roles", ["name": "Atomic", "ACL": owned])
+
+        // In a transactional batch the role write joins the batch's transaction: a later failure undoes it.
+        let batch = try h.call("POST", "/parse/batch", body: ["transaction": true, "requests": [
+            ["method": "POST", "path": "/parse/roles", "body": ["name": "Batched", "ACL": owned]],
+            ["method": "POST", "path": "/parse/roles", "body": ["name": "Batched", "ACL": owned]]]], token: alice.token)
+        XCTAssertNotEqual(batch.status, 200, "\(batch.json ?? "")")
+        _ = try create("/parse/roles", ["name": "Batched", "ACL": owned])
+
         // Concurrent creates of one name: one role, the others 137 (the unique index).
         let codes = Mutex<[Int]>([])
         let (aliceId, aliceToken) = alice
