@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "ParleyJSON", swiftSettings: hotPathSettings),
 
         // Bytes and sockets.
-        .target(name: "ParleyNet", dependencies: ["CLinux", "ParleyLog"], swiftSettings: hotPathSettings),
+        .target(name: "ParleyNet", dependencies: ["CLinux", "ParleyLog", "COpenSSL"], swiftSettings: hotPathSettings),
 
         // Protocols and storage.
         .target(name: "ParleyHTTP", dependencies: ["ParleyNet", "ParleyLog", "ParleyMetrics"], swiftSettings: hotPathSettings),
@@ -46,7 +46,7 @@ let package = Package(
         .target(name: "ParleyAccounts", dependencies: ["ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "CSodium"], swiftSettings: hotPathSettings),
 
         .target(name: "ParleyRealtime", dependencies: [
-            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics", "COpenSSL",
+            "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyWebSocket", "ParleyHTTP", "ParleyLog", "ParleyMetrics",
         ]),
 
         .target(name: "ParleyCalls", dependencies: [

@@ -4,6 +4,8 @@ public enum ClassName {
     public static let user = "_User"
     public static let session = "_Session"
     public static let installation = "_Installation"
+    /// Roles: kept in `objects`, written through `RoleWriter`.
+    public static let role = "_Role"
 
     /// `^[A-Za-z][A-Za-z0-9_]*$`, at most 128 bytes: a user-defined class or field name.
     public static func isValid(_ name: String) -> Bool {
@@ -14,7 +16,7 @@ public enum ClassName {
 
     /// One of the system classes Parley implements.
     public static func isSystem(_ name: String) -> Bool {
-        name == user || name == session || name == installation
+        name == user || name == session || name == installation || name == role
     }
 
     private static func isLetter(_ byte: UInt8) -> Bool { (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122) }

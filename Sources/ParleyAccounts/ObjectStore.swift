@@ -8,10 +8,12 @@ public struct ObjectStore: Sendable {
     let schemas: SchemaStore
 
     static let columns = "object_id, acl, data, created_at, updated_at"
+    /// The constraint an objectId collision violates (any other unique index: 137).
+    static let primaryKey = "objects_pkey"
 
-    /// 103 unless `className` is a valid user-defined class name.
+    /// 103 unless `className` is a valid user-defined class name or `_Role`.
     public static func validate(className: String) throws(ParseError) {
-        guard ClassName.isValid(className) else {
+        guard ClassName.isValid(className) || className == ClassName.role else {
             throw ParseError.invalidClassName("Invalid classname: \(className), classnames can only have alphanumeric characters and _, and must start with an alpha character ")
         }
     }
@@ -39,6 +41,9 @@ public struct ObjectStore: Sendable {
             do {
                 _ = try await db.query(sql, builder.params)
             } catch {
+                if error.isUniqueViolation && error.constraint != Self.primaryKey {
+                    throw ParseError.duplicateValue("A duplicate value for a field with unique values was provided")
+                }
                 if error.isUniqueViolation && attempt < 2 { continue }
                 throw ParseError.database(error)
             }

@@ -35,6 +35,12 @@ extension ParseAPI {
         route(.get, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.getInstallation(q, id: q.parameter("id")) })
         route(.put, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
         route(.delete, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
+        // Roles (the same as /classes/_Role).
+        route(.post, "/roles", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: ClassName.role) })
+        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) })
+        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.put, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.delete, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) })
         // Classes (system classes go to their own endpoints).
         route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) })
         route(.get, "/classes/:className", on: group,
@@ -191,6 +197,10 @@ extension ParseAPI {
         case ClassName.user: return try await signUp(request)
         case ClassName.installation: return try await saveInstallation(request)
         case ClassName.session: throw ParseError.operationForbidden("sessions are created by signing up or logging in")
+        case ClassName.role:
+            let created = try await accounts.roleWriter.create(body: request.object, auth: request.auth, on: request.db)
+            let id = created["objectId"]?.string ?? ""
+            return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/_Role/\(id)")])
         default:
             let created = try await accounts.objects.create(className: className, body: request.object, auth: request.auth, on: request.db)
             let id = created["objectId"]?.string ?? ""
@@ -221,6 +231,7 @@ extension ParseAPI {
         case ClassName.user: return try await updateUser(request, id: id)
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
+        case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
         default: return .ok(try await accounts.objects.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
         }
     }
@@ -230,6 +241,9 @@ extension ParseAPI {
         case ClassName.user: return try await deleteUser(request, id: id)
         case ClassName.installation: return try await deleteInstallation(request, id: id)
         case ClassName.session: return try await deleteSession(request, id: id)
+        case ClassName.role:
+            try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
+            return .empty
         default:
             try await accounts.objects.delete(className: className, objectId: id, auth: request.auth, on: request.db)
             return .empty

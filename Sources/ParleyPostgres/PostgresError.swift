@@ -87,6 +87,12 @@ public enum PostgresError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A unique constraint was violated (SQLSTATE 23505).
     public var isUniqueViolation: Bool { sqlState == "23505" }
 
+    /// The constraint a server error names, nil otherwise.
+    public var constraint: String? {
+        if case .server(let error) = self { return error.constraint }
+        return nil
+    }
+
     /// A serialization failure or deadlock: the transaction can be retried.
     public var isRetryableTransactionFailure: Bool { sqlState == "40001" || sqlState == "40P01" }
 

@@ -1,3 +1,5 @@
+import ParleyNet
+
 /// The opaque label of a device as other users see it (the calls module's `call.answered` and
 /// call history): HMAC-SHA256 under the database's label key of the user id and the device id,
 /// 24 hex digits. Stable for a device on every node, different for the same device id of

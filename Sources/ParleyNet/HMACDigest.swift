@@ -1,6 +1,6 @@
 import COpenSSL
 
-/// HMAC through OpenSSL (device labels here, TURN credentials in the calls module).
+/// HMAC through OpenSSL, shared by realtime (device labels), calls (TURN credentials) and identity.
 public enum HMACDigest {
     /// HMAC-SHA256 of `message` under `key` (32 bytes).
     public static func sha256(key: [UInt8], message: [UInt8]) -> [UInt8] {
