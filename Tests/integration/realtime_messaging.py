@@ -269,6 +269,16 @@ async def scenario(postgres, server):
     check(again.welcome["type"] == "welcome", "a device already registered still connects at the limit")
     log("default device limit: a 21st device is closed with 4005 too_many_devices, known ones still connect: ok")
 
+    # --- The default presence subscription limit (500): a list of 501 users is refused as bad_request; the session stays
+    # open. (too_many_subscriptions needs 500 kept subscriptions, i.e. 500 contacts under the default contacts scope.) ---
+    watched = [f"watched{n:05d}" for n in range(501)]
+    full = await again.request({"type": "presence.subscribe", "users": watched[:500]})
+    check(full["type"] == "ok" and len(full["failed"]) == 500, full)
+    over = await again.request({"type": "presence.subscribe", "users": watched})
+    check(over["type"] == "error" and over["code"] == "bad_request" and "500" in over["error"], over)
+    check(not again.closed.done(), "the session stays open after a list over the subscription limit")
+    log("default subscription limit: a presence.subscribe list of 501 users is refused with bad_request: ok")
+
     for client in (a1, a2, old, new, other, c1, again, *devices):
         await client.close()
     log("realtime messaging: all checks passed")
