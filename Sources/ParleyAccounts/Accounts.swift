@@ -35,7 +35,8 @@ public final class Accounts: Sendable {
         self.blockingPool = blockingPool
         self.configuration = configuration
         self.logger = logger
-        hasher = PasswordHasher(operationsLimit: configuration.passwordOperationsLimit, memoryLimit: configuration.passwordMemoryLimit)
+        hasher = PasswordHasher(operationsLimit: configuration.passwordOperationsLimit, memoryLimit: configuration.passwordMemoryLimit,
+                                maxPendingJobs: configuration.passwordHashQueue)
         schemas = SchemaStore()
         let sessionCache = SessionCache(capacity: configuration.sessionCacheCapacity, ttlSeconds: configuration.sessionCacheTTLSeconds)
         let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)

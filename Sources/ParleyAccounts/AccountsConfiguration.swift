@@ -10,6 +10,8 @@ public struct AccountsConfiguration: Sendable {
     public var passwordOperationsLimit: Int
     /// argon2id memory in bytes (libsodium "interactive", 64 MiB, by default).
     public var passwordMemoryLimit: Int
+    /// argon2id jobs that may be queued or running at once; more are refused with 429/100.
+    public var passwordHashQueue: Int
     /// Sessions kept in the in-memory cache.
     public var sessionCacheCapacity: Int
     /// How long a cached session is trusted before it is read again (bounds how long a session
@@ -27,6 +29,7 @@ public struct AccountsConfiguration: Sendable {
         lockoutMinutes: Int = 5,
         passwordOperationsLimit: Int = PasswordHasher.interactiveOperations,
         passwordMemoryLimit: Int = PasswordHasher.interactiveMemory,
+        passwordHashQueue: Int = 64,
         sessionCacheCapacity: Int = 100_000,
         sessionCacheTTLSeconds: Int64 = 30,
         userCacheTTLMilliseconds: Int64 = 5000,
@@ -37,6 +40,7 @@ public struct AccountsConfiguration: Sendable {
         self.lockoutMinutes = max(1, lockoutMinutes)
         self.passwordOperationsLimit = passwordOperationsLimit
         self.passwordMemoryLimit = passwordMemoryLimit
+        self.passwordHashQueue = max(1, passwordHashQueue)
         self.sessionCacheCapacity = max(1, sessionCacheCapacity)
         self.sessionCacheTTLSeconds = max(0, sessionCacheTTLSeconds)
         self.userCacheTTLMilliseconds = max(0, userCacheTTLMilliseconds)

@@ -7,6 +7,9 @@ import ParleyNet
 /// parameters later still verifies old hashes. Every call costs tens of milliseconds of CPU and
 /// `memoryLimit` bytes of memory: it never runs on an event loop.
 public struct PasswordHasher: Sendable {
+    /// The answer when `maxPendingJobs` argon2id jobs are already queued or running.
+    public static let busy = ParseError.tooManyRequests("Too many requests.")
+
     /// Longest password accepted, in UTF-8 bytes.
     public static let maxPasswordBytes = 4096
 
@@ -17,14 +20,19 @@ public struct PasswordHasher: Sendable {
     /// A hash of a random password made with the same parameters: verified when a login names an
     /// unknown user, so that the answer takes as long as for a known one.
     public let dummyHash: String
+    /// Bounds the argon2id jobs queued or running at once: past it a hash or verify is refused
+    /// at once (429, code 100), so a login flood cannot fill the blocking pool's queue.
+    public let pendingJobs: AdmissionLimit
 
     /// libsodium's interactive limits (2 passes, 64 MiB).
     public static let interactiveOperations = Int(crypto_pwhash_opslimit_interactive())
     public static let interactiveMemory = Int(crypto_pwhash_memlimit_interactive())
 
     /// Parameters clamped to libsodium's minimums. Computes the dummy hash (blocking, once).
-    public init(operationsLimit: Int = PasswordHasher.interactiveOperations, memoryLimit: Int = PasswordHasher.interactiveMemory) {
+    public init(operationsLimit: Int = PasswordHasher.interactiveOperations, memoryLimit: Int = PasswordHasher.interactiveMemory,
+                maxPendingJobs: Int = 64) {
         Sodium.ensureInitialised()
+        pendingJobs = AdmissionLimit(maxConcurrent: maxPendingJobs)
         self.operationsLimit = max(operationsLimit, Int(crypto_pwhash_argon2id_opslimit_min()))
         self.memoryLimit = max(memoryLimit, Int(crypto_pwhash_argon2id_memlimit_min()))
         let random = RandomID.hex(Sodium.randomBytes(16))
@@ -54,6 +62,8 @@ public struct PasswordHasher: Sendable {
         guard password.utf8.count <= Self.maxPasswordBytes else {
             throw .passwordMissing("password must be at most \(Self.maxPasswordBytes) bytes")
         }
+        guard pendingJobs.tryEnter() else { throw Self.busy }
+        defer { pendingJobs.leave() }
         let hasher = self
         let result: Result<String, ParseError>
         do {
@@ -69,6 +79,8 @@ public struct PasswordHasher: Sendable {
     /// Verifies on `pool`; a nil `hash` (unknown user, no password set) checks the dummy hash and
     /// returns false, taking the same time.
     public func verify(_ password: String, hash: String?, on pool: BlockingPool) async throws(ParseError) -> Bool {
+        guard pendingJobs.tryEnter() else { throw Self.busy }
+        defer { pendingJobs.leave() }
         let hasher = self
         do {
             return try await pool.run {

@@ -104,6 +104,8 @@ public struct ServerConfig: Sendable {
         ConfigOption("lockout-duration", env: "PARLEY_LOCKOUT_DURATION", default: "5m", "How long a locked account stays locked (whole minutes)."),
         ConfigOption("password-ops-limit", env: "PARLEY_PASSWORD_OPS_LIMIT", default: "2", "argon2id passes per password hash (libsodium interactive = 2)."),
         ConfigOption("password-mem-limit", env: "PARLEY_PASSWORD_MEM_LIMIT", default: "67108864", "argon2id memory per password hash, in bytes (libsodium interactive = 64 MiB)."),
+        ConfigOption("password-hash-queue", env: "PARLEY_PASSWORD_HASH_QUEUE", default: "64",
+                     "argon2id jobs (logins, signups, password changes) queued or running at once; more are refused at once with 429 (code 100)."),
         ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions
@@ -208,6 +210,7 @@ public struct ServerConfig: Sendable {
             lockoutMinutes: Int(max(1, lockout.components.seconds / 60)),
             passwordOperationsLimit: try values.int("password-ops-limit", in: 1...100),
             passwordMemoryLimit: try values.int("password-mem-limit", in: 8192...(4 << 30)),
+            passwordHashQueue: try values.int("password-hash-queue", in: 1...100_000),
             sessionCacheTTLSeconds: cacheTTL.components.seconds,
             passwordPolicy: try Self.passwordPolicy(values))
         guard mountPath.hasPrefix("/") else {

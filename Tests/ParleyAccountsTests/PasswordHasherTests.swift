@@ -43,4 +43,38 @@ final class PasswordHasherTests: XCTestCase {
         XCTAssertFalse(constantTimeEquals("abc", "abd"))
         XCTAssertFalse(constantTimeEquals("abc", "abcd"))
     }
+
+    func testJobsPastTheQueueBoundAreRefusedAtOnceAndPlacesComeBack() async throws {
+        let pool = try BlockingPool(threads: 1)
+        defer { pool.shutdown() }
+        let hasher = PasswordHasher(maxPendingJobs: 2)
+        let hash = try hasher.hashBlocking("pw")
+        let answers = await withTaskGroup(of: (refused: Bool, seconds: Double).self) { group in
+            for _ in 0..<12 {
+                group.addTask {
+                    let start = ContinuousClock.now
+                    do {
+                        _ = try await hasher.verify("pw", hash: hash, on: pool)
+                        return (false, (ContinuousClock.now - start) / .seconds(1))
+                    } catch let error as ParseError {
+                        XCTAssertEqual(error, PasswordHasher.busy)
+                        return (true, (ContinuousClock.now - start) / .seconds(1))
+                    } catch {
+                        XCTFail("\(error)")
+                        return (false, 0)
+                    }
+                }
+            }
+            var all: [(refused: Bool, seconds: Double)] = []
+            for await answer in group { all.append(answer) }
+            return all
+        }
+        let refused = answers.filter { $0.refused }
+        XCTAssertGreaterThanOrEqual(answers.count - refused.count, 2, "the first two jobs run")
+        XCTAssertGreaterThanOrEqual(refused.count, 1, "jobs past the bound are refused")
+        XCTAssertLessThan(refused.map { $0.seconds }.max() ?? 0, 0.05, "a refusal does not wait for a hash")
+        XCTAssertEqual(hasher.pendingJobs.current, 0)
+        let again = try await hasher.verify("pw", hash: hash, on: pool)
+        XCTAssertTrue(again)
+    }
 }

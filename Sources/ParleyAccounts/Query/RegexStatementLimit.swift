@@ -1,5 +1,5 @@
+import ParleyNet
 import ParleyPostgres
-import Synchronization
 
 /// Bounds `$regex` statements, whose cost PostgreSQL cannot know in advance (`^(.*)\1$` against
 /// a long string backtracks for seconds): each runs in its own transaction under a short
@@ -9,22 +9,19 @@ public final class RegexStatementLimit: Sendable {
     /// The `statement_timeout` of a `$regex` statement.
     public let timeout: Duration
     /// How many `$regex` statements may run at once (per node).
-    public let maxConcurrent: Int
-    private let running = Atomic<Int>(0)
+    public var maxConcurrent: Int { running.maxConcurrent }
+    private let running: AdmissionLimit
 
     public init(timeout: Duration = .seconds(1), maxConcurrent: Int = 2) {
         self.timeout = timeout
-        self.maxConcurrent = max(1, maxConcurrent)
+        running = AdmissionLimit(maxConcurrent: maxConcurrent)
     }
 
     /// The rows of `compiled` (a `$regex` statement): on the pooled client in a transaction of
     /// its own with the short timeout; in a caller's transaction (a batch) with the caller's.
     func run(_ compiled: CompiledQuery, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows {
-        guard running.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue <= maxConcurrent else {
-            running.wrappingSubtract(1, ordering: .acquiringAndReleasing)
-            throw ParseError.regexLimitReached
-        }
-        defer { running.wrappingSubtract(1, ordering: .acquiringAndReleasing) }
+        guard running.tryEnter() else { throw ParseError.regexLimitReached }
+        defer { running.leave() }
         do {
             guard let client = db as? PostgresClient else { return try await db.read(compiled.sql, compiled.parameters) }
             let milliseconds = max(1, Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
