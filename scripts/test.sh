@@ -10,7 +10,7 @@
 # The last line is the summary "N passed, N failed" (counting suites).
 #
 # Usage: scripts/test.sh [swift test options...]
-# Environment: PARLEY_TEST_SHARED (default ../shared beside the repo),
+# Environment: PARLEY_TEST_SHARED (default ../shared beside the repo, or beside a local origin),
 #              PARLEY_SWIFT_TEST_TIMEOUT (seconds, default 2400),
 #              PARLEY_INTEGRATION_TIMEOUT (seconds per script, default 900).
 set -euo pipefail
@@ -66,6 +66,11 @@ parley_use_postgres
 # What the suites may use to find things.
 if [ -z "${PARLEY_TEST_SHARED:-}" ] && [ -d "$PARLEY_ROOT/../shared" ]; then
     PARLEY_TEST_SHARED="$(cd "$PARLEY_ROOT/../shared" && pwd)"
+fi
+# A clone made elsewhere (a temporary directory) finds shared/ beside the repository it was cloned from.
+origin_path="$(git -C "$PARLEY_ROOT" remote get-url origin 2>/dev/null || true)"
+if [ -z "${PARLEY_TEST_SHARED:-}" ] && [ -n "$origin_path" ] && [ -d "$origin_path/../shared" ]; then
+    PARLEY_TEST_SHARED="$(cd "$origin_path/../shared" && pwd)"
 fi
 PARLEY_BIN="$PARLEY_ROOT/.build/release/parley"
 export PARLEY_TEST_SHARED PARLEY_BIN

@@ -4,10 +4,10 @@ import XCTest
 
 /// Runs Nicolas Seriot's JSONTestSuite corpus (test_parsing) against the parser.
 final class JSONTestSuiteTests: XCTestCase {
-    /// The corpus lives in `shared/testdata` beside the repository, locally and in CI.
-    static let corpusDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()
-        .appendingPathComponent("../../../shared/testdata/JSONTestSuite/test_parsing")
+    /// The corpus lives in `shared/testdata` beside the repository (or `$PARLEY_TEST_SHARED`).
+    static let corpusDirectory = (ProcessInfo.processInfo.environment["PARLEY_TEST_SHARED"].map { URL(fileURLWithPath: $0) }
+        ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../shared"))
+        .appendingPathComponent("testdata/JSONTestSuite/test_parsing")
         .standardizedFileURL
 
     /// Every `i_` (implementation-defined) file and our answer; docs/json.md lists the reasons.
