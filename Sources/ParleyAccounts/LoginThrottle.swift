@@ -1,4 +1,5 @@
 import ParleyLog
+import ParleyNet
 import Synchronization
 
 /// Bounds failed logins per account (username or email, case-folded) and per client address in
@@ -46,7 +47,7 @@ public final class LoginThrottle: Sendable {
         if perAddress > 0 { keys.append(("i:" + address, perAddress)) }
         guard !keys.isEmpty else { return Attempt(keys: []) }
         let now = UTCTime.nowMilliseconds()
-        let windowMilliseconds = window.components.seconds * 1000 + window.components.attoseconds / 1_000_000_000_000_000
+        let windowMilliseconds = window.wholeMilliseconds
         let admitted = state.withLock { entries -> Bool in
             for (key, limit) in keys {
                 if let entry = entries[key], now - entry.windowStart < windowMilliseconds, entry.failures >= limit { return false }
@@ -102,6 +103,7 @@ public final class LoginThrottle: Sendable {
 }
 
 extension ParseError {
-    /// A login over `LoginThrottle`'s limits: Parse Server's `rateLimit` answer.
-    static let tooManyLogins = ParseError.tooManyRequests("Too many requests.")
+    /// A login over `LoginThrottle`'s limits, or one the argon2id queue cannot take: Parse
+    /// Server's `rateLimit` answer.
+    public static let tooManyLogins = ParseError.tooManyRequests("Too many requests.")
 }

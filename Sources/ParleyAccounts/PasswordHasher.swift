@@ -8,7 +8,7 @@ import ParleyNet
 /// `memoryLimit` bytes of memory: it never runs on an event loop.
 public struct PasswordHasher: Sendable {
     /// The answer when `maxPendingJobs` argon2id jobs are already queued or running.
-    public static let busy = ParseError.tooManyRequests("Too many requests.")
+    public static let busy = ParseError.tooManyLogins
 
     /// Longest password accepted, in UTF-8 bytes.
     public static let maxPasswordBytes = 4096

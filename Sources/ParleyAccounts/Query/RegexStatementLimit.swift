@@ -24,7 +24,7 @@ public final class RegexStatementLimit: Sendable {
         defer { running.leave() }
         do {
             guard let client = db as? PostgresClient else { return try await db.read(compiled.sql, compiled.parameters) }
-            let milliseconds = max(1, Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+            let milliseconds = max(1, timeout.wholeMilliseconds)
             return try await client.transaction { transaction in
                 try await transaction.query("SET LOCAL statement_timeout = \(milliseconds)", [], prepared: false)
                 return try await transaction.query(compiled.sql, compiled.parameters)
