@@ -17,13 +17,17 @@ public final class TCPServer: Sendable {
         public var maxConnections: Int
         /// Queued output past this closes the connection (a reader that does not keep up).
         public var maxOutboundBytes: Int
+        /// When set, every accepted connection speaks TLS (the handler sees plaintext).
+        public var tls: TLSServerContext?
 
-        public init(host: String = "0.0.0.0", port: Int, backlog: Int = 1024, maxConnections: Int = 100_000, maxOutboundBytes: Int = 4 << 20) {
+        public init(host: String = "0.0.0.0", port: Int, backlog: Int = 1024, maxConnections: Int = 100_000, maxOutboundBytes: Int = 4 << 20,
+                    tls: TLSServerContext? = nil) {
             self.host = host
             self.port = port
             self.backlog = backlog
             self.maxConnections = maxConnections
             self.maxOutboundBytes = maxOutboundBytes
+            self.tls = tls
         }
     }
 
@@ -112,6 +116,15 @@ public final class TCPServer: Sendable {
             try connection.activate()
         } catch {
             connection.close(immediately: true)
+            return
+        }
+        if let tls = options.tls {
+            do {
+                connection.startTLS(try tls.makeSession(), handshakeTimeout: tls.handshakeTimeout)
+            } catch {
+                Logger(label: "net").error("cannot start a TLS session", [("error", "\(error)")])
+                connection.close(immediately: true)
+            }
         }
     }
 
