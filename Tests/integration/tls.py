@@ -264,7 +264,7 @@ def check_deadline_and_garbage(ca, tls_port):
     other.close()
     check(slow.recv(100) == b"", "the slow handshake is closed")
     elapsed = time.time() - started
-    check(1.5 < elapsed < 4, f"cut after {elapsed:.1f}s with a 2s deadline")
+    check(4.5 < elapsed < 8, f"cut after {elapsed:.1f}s with a 5s deadline")
     slow.close()
     garbage = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
     garbage.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -335,25 +335,40 @@ def check_testssl(ca, tls_port):
             raise AssertionError("testssl.sh is not installed (scripts/setup.sh installs it)")
         log("testssl.sh not installed: skipped (scripts/setup.sh installs it)")
         return
-    report = tempfile.mktemp(prefix="parley-testssl-", suffix=".json")
+
+    def run_testssl(*checks):
+        report = tempfile.mktemp(prefix="parley-testssl-", suffix=".json")
+        result = subprocess.run([binary, "--quiet", "--warnings", "off", "--color", "0", "--ip", "127.0.0.1", *checks,
+                                 "--add-ca", ca, "--jsonfile", report, f"{NAMES[0]}:{tls_port}"],
+                                capture_output=True, text=True, timeout=900, input="")
+        with open(report) as f:
+            findings = json.load(f)
+        os.unlink(report)
+        return result, findings
+
+    def protocols(findings):
+        return {f["id"]: f["finding"] for f in findings if f["id"] in ("SSLv2", "SSLv3", "TLS1", "TLS1_1", "TLS1_2", "TLS1_3")}
+
     started = time.time()
-    result = subprocess.run([binary, "--quiet", "--warnings", "off", "--color", "0", "--ip", "127.0.0.1", "--sneaky",
-                             "--add-ca", ca, "--jsonfile", report, f"{NAMES[0]}:{tls_port}"],
-                            capture_output=True, text=True, timeout=900,
-                            env=dict(os.environ, TESTSSL_INSTALL_DIR=os.environ.get("TESTSSL_INSTALL_DIR", "/usr/share/testssl")),
-                            input="")
-    with open(report) as f:
-        findings = json.load(f)
-    os.unlink(report)
+    # Protocols, cipher categories, forward secrecy, server preferences, server defaults
+    # (certificate, tickets) and vulnerabilities; not HTTP headers or client simulation (slow).
+    result, findings = run_testssl("-p", "-s", "-f", "-P", "-S", "-U")
     bad = [f for f in findings if f.get("severity") in ("HIGH", "CRITICAL")]
     check(not bad, "testssl.sh HIGH/CRITICAL findings:\n" + "\n".join(f"{f['id']}: {f['finding']}" for f in bad))
-    offered = {f["id"]: f["finding"] for f in findings if f["id"] in ("SSLv2", "SSLv3", "TLS1", "TLS1_1", "TLS1_2", "TLS1_3")}
+    offered = protocols(findings)
+    retried = False
+    if not all(offered.get(p, "").startswith("offered") for p in ("TLS1_2", "TLS1_3")):
+        # On a loaded machine testssl.sh's bash socket probes sometimes give up on a protocol
+        # the server does offer (TLS 1.2 is also checked with Python above): probe once more.
+        retried = True
+        offered = protocols(run_testssl("-p")[1])
     for protocol in ("SSLv2", "SSLv3", "TLS1", "TLS1_1"):
         check(offered.get(protocol, "").startswith("not offered"), f"{protocol}: {offered.get(protocol)}")
     for protocol in ("TLS1_2", "TLS1_3"):
         check(offered.get(protocol, "").startswith("offered"), f"{protocol}: {offered.get(protocol)}")
     medium = sorted({f["id"] for f in findings if f.get("severity") == "MEDIUM"})
-    log(f"testssl.sh ({time.time() - started:.0f}s, exit {result.returncode}): no HIGH/CRITICAL, TLS 1.2/1.3 only; MEDIUM: {medium or 'none'}")
+    log(f"testssl.sh ({time.time() - started:.0f}s, exit {result.returncode}{', protocols probed twice' if retried else ''}): "
+        f"no HIGH/CRITICAL, TLS 1.2/1.3 only; MEDIUM: {medium or 'none'}")
 
 
 async def scenario(ca, postgres, server, tls_port):
@@ -414,7 +429,7 @@ def main():
         certs = ",".join(ca.path(name + ".pem") for name in NAMES)
         keys = ",".join(ca.path(name + ".key") for name in NAMES)
         server = ParleyServer(url, extra=["--tls-cert", certs, "--tls-key", keys, "--tls-port", str(tls_port),
-                                          "--tls-handshake-timeout", "2s", "--log-level", "notice"]).start()
+                                          "--tls-handshake-timeout", "5s", "--log-level", "notice"]).start()
         try:
             asyncio.run(scenario(ca, postgres, server, tls_port))
         except BaseException:
