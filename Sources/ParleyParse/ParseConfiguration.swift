@@ -19,10 +19,13 @@ public struct ParseConfiguration: Sendable {
     public var regexLimit: RegexStatementLimit
     /// Failed logins per account and per client address (`--login-*`).
     public var loginThrottle: LoginThrottle
+    /// The pages mailed links lead to (verification, password reset).
+    public var pages: AccountPages
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
-                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle()) {
+                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
+                pages: AccountPages = AccountPages()) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -33,5 +36,6 @@ public struct ParseConfiguration: Sendable {
         self.serverURL = serverURL
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
+        self.pages = pages
     }
 }

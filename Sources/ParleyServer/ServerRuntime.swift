@@ -67,8 +67,11 @@ public final class ServerRuntime: Sendable {
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
         identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
+        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "mail"))
         accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts,
-                            authData: IdentityAuthDataVerifier(providers: identity, logger: Logger(label: "identity")), logger: Logger(label: "accounts"))
+                            authData: IdentityAuthDataVerifier(providers: identity, logger: Logger(label: "identity")),
+                            mailer: MailAccountMailer(mail: mail), logger: Logger(label: "accounts"))
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
                                    authenticator: AccountsRealtimeAuthenticator(accounts: accounts), observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
@@ -79,15 +82,14 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
-        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
-                           metrics: metrics.registry, logger: Logger(label: "mail"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
                                                    regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
-                                                                                window: config.loginFailureWindow)),
+                                                                                window: config.loginFailureWindow),
+                                                   pages: config.pages),
                  accounts: accounts, logger: Logger(label: "parse")).register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in
