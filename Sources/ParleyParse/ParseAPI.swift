@@ -31,7 +31,7 @@ public final class ParseAPI: Sendable {
         self.configuration = configuration
         self.accounts = accounts
         self.logger = logger
-        queries = QueryRunner(regexLimit: configuration.regexLimit)
+        queries = QueryRunner(regexLimit: configuration.regexLimit, schemas: accounts.schemas)
         authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions, roles: accounts.roles)
     }
 
@@ -135,9 +135,10 @@ public final class ParseAPI: Sendable {
 
     /// `GET {mount}/users/me` answered on the event loop from the session and user caches, or
     /// nil when it needs the full path: the same authorization from memory, and the bytes
-    /// `UserStore.me` answers from the same cache.
+    /// `UserStore.me` answers from the same cache. A query string (`include`, `keys`) takes the
+    /// full path, which shapes the answer.
     public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
-        guard request.method == .get, request.body.isEmpty,
+        guard request.method == .get, request.body.isEmpty, request.head.query == nil,
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true), let session = auth.user,
               let bytes = accounts.users.cache.serialized(session.userId, sessionToken: session.token) else { return nil }
         return render(.ok(bytes), method: .get)

@@ -114,11 +114,14 @@ extension ParseAPI {
 
     func me(_ request: ParseRequest) async throws -> ParseResponse {
         guard let session = request.auth.user else { throw ParseError.invalidSession }
-        return .ok(try await accounts.users.me(session: session, on: request.db))
+        let shape = try request.fetchShape(onlyShape: true)
+        return .ok(try await queries.shape(try await accounts.users.me(session: session, on: request.db), shape: shape, auth: request.auth, on: request.db))
     }
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        let shape = try request.fetchShape()
+        let user = try await accounts.users.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -153,7 +156,9 @@ extension ParseAPI {
     }
 
     func getSession(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.sessions.get(sessionId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        let shape = try request.fetchShape()
+        let session = try await accounts.sessions.get(sessionId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        return .ok(try await queries.shape(session, shape: shape, auth: request.auth, on: request.db))
     }
 
     func deleteSession(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -178,7 +183,9 @@ extension ParseAPI {
     }
 
     func getInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.installations.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        let shape = try request.fetchShape()
+        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        return .ok(try await queries.shape(installation, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -202,7 +209,7 @@ extension ParseAPI {
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/_Role/\(id)")])
         default:
-            let created = try await accounts.objects.create(className: className, body: request.object, auth: request.auth, on: request.db)
+            let created = try await accounts.relations.create(className: className, body: request.object, auth: request.auth, on: request.db)
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/\(className)/\(id)")])
         }
@@ -222,7 +229,9 @@ extension ParseAPI {
         case ClassName.installation: return try await getInstallation(request, id: id)
         case ClassName.session: return try await getSession(request, id: id)
         default:
-            return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+            let shape = try request.fetchShape()
+            let object = try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+            return .ok(try await queries.shape(object, shape: shape, auth: request.auth, on: request.db))
         }
     }
 
@@ -232,7 +241,7 @@ extension ParseAPI {
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
         case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
-        default: return .ok(try await accounts.objects.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
+        default: return .ok(try await accounts.relations.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
         }
     }
 
@@ -245,7 +254,7 @@ extension ParseAPI {
             try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
             return .empty
         default:
-            try await accounts.objects.delete(className: className, objectId: id, auth: request.auth, on: request.db)
+            try await accounts.relations.delete(className: className, objectId: id, auth: request.auth, on: request.db)
             return .empty
         }
     }
