@@ -64,6 +64,10 @@ public struct ServerConfig: Sendable {
     public var identity: IdentityConfiguration
     /// Outgoing mail (`--smtp-*`, `--mail-*` options).
     public var mail: MailConfiguration
+    /// HTTPS and WSS on the listener (`--tls-*`); nil = plain HTTP only.
+    public var tls: TLSSettings?
+    /// The CA bundle outgoing TLS is verified against (`--tls-ca-file`); nil = the system store.
+    public var tlsCAFile: String?
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -110,7 +114,7 @@ public struct ServerConfig: Sendable {
                      "argon2id jobs (logins, signups, password changes) queued or running at once; more are refused at once with 429 (code 100)."),
         ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
-    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions
+    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions
 
     /// Options of the realtime service (/v1/socket, /v1/messages).
     static let realtimeOptions: [ConfigOption] = [
@@ -199,10 +203,14 @@ public struct ServerConfig: Sendable {
             throw .invalidValue(option: values.origin("realtime-node-stale-after"), value: values.string("realtime-node-stale-after"),
                                 expected: "a duration longer than the heartbeat interval (10s)")
         }
+        tls = try Self.tlsSettings(values)
+        tlsCAFile = values.optionalString("tls-ca-file")
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)
         appName = values.string("app-name")
         identity = try Self.identityConfiguration(values)
+        push.tlsCAFile = tlsCAFile
+        identity.tlsCAFile = tlsCAFile
         mail = try Self.mailConfiguration(values, appName: appName)
         let lifetime = try values.duration("session-lifetime")
         let cacheTTL = try values.duration("session-cache-ttl")
@@ -304,7 +312,7 @@ extension ServerConfig {
         var url: HTTPClientURL?
         if let text = values.optionalString("push-gateway-url") {
             guard let parsed = HTTPClientURL(text) else {
-                throw .invalidValue(option: values.origin("push-gateway-url"), value: text, expected: "an http://host[:port] URL")
+                throw .invalidValue(option: values.origin("push-gateway-url"), value: text, expected: "an http[s]://host[:port] URL")
             }
             url = parsed
         }

@@ -36,6 +36,8 @@ public final class ServerRuntime: Sendable {
     public let mail: MailService
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
+    /// The listener's certificates (reloaded on SIGHUP); nil without TLS.
+    private let tls: TLSServerContext?
     private let logger: Logger
 
     /// Provisions the database and applies migrations (blocking), then builds the services.
@@ -101,6 +103,15 @@ public final class ServerRuntime: Sendable {
             TestEndpoints(group: group, mail: mail).register(on: router)
         }
 
+        if let settings = config.tls {
+            do {
+                tls = try TLSServerContext(certificates: settings.certificates, handshakeTimeout: settings.handshakeTimeout)
+            } catch {
+                throw ServerError.startFailed("\(error)")
+            }
+        } else {
+            tls = nil
+        }
         var limits = HTTPParserLimits()
         limits.maxHeadBytes = config.maxHeaderBytes
         limits.maxHeaderCount = config.maxHeaderCount
@@ -110,7 +121,8 @@ public final class ServerRuntime: Sendable {
             configuration: .init(
                 host: config.host, port: config.port, maxConnections: config.maxConnections,
                 maxOutboundBytes: config.maxOutboundBytes, limits: limits, idleTimeout: config.idleTimeout,
-                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout, slowReaderTimeout: config.slowReaderTimeout),
+                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout, slowReaderTimeout: config.slowReaderTimeout,
+                tls: tls, tlsPort: config.tls?.port),
             router: router, observer: metrics, logger: Logger(label: "http"))
         let http = self.http
         metrics.watch(openConnections: { http.openConnections() }, database: database, group: group)
@@ -130,7 +142,33 @@ public final class ServerRuntime: Sendable {
         mail.start()
         try http.start()
         logger.info("login providers", [("enabled", config.identity.enabledProviders.joined(separator: ","))])
-        logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
+        var fields = [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")]
+        if let tlsPort = http.tlsPort { fields.append(("tls_port", "\(tlsPort)")) }
+        logger.notice("listening", fields)
+    }
+
+    /// The bound port of TLS connections, nil without TLS.
+    public var tlsPort: Int? { http.tlsPort }
+
+    /// Reads the TLS certificates and keys again (SIGHUP) on the blocking pool: new handshakes
+    /// use them, open connections keep theirs; on failure the old ones stay and it is logged.
+    public func reloadCertificates() {
+        guard let tls else {
+            logger.notice("SIGHUP: no TLS certificates to reload")
+            return
+        }
+        let logger = self.logger
+        Task { [blockingPool] in
+            do {
+                let fingerprints = try await blockingPool.run { () throws -> [String] in
+                    try tls.reload()
+                    return tls.fingerprints
+                }
+                logger.notice("TLS certificates reloaded", [("sha256", fingerprints.joined(separator: ","))])
+            } catch {
+                logger.error("TLS certificates not reloaded, the previous ones stay in use", [("error", "\(error)")])
+            }
+        }
     }
 
     /// Waits (off the loops) for the realtime service's settings, which device labels need from
