@@ -46,8 +46,12 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case emailTaken(String)
     /// 206
     case sessionMissing(String)
+    /// 208: the authData is linked to another user.
+    case accountAlreadyLinked(String)
     /// 209
     case invalidSessionToken(String)
+    /// 252: an unknown or disabled authData provider.
+    case unsupportedService(String)
     /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
     /// Server's `rateLimit` answers ("Too many requests.").
     case tooManyRequests(String)
@@ -77,7 +81,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .usernameTaken: 202
         case .emailTaken: 203
         case .sessionMissing: 206
+        case .accountAlreadyLinked: 208
         case .invalidSessionToken: 209
+        case .unsupportedService: 252
         case .tooManyRequests: 100
         }
     }
@@ -91,7 +97,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m):
+             .sessionMissing(let m), .accountAlreadyLinked(let m), .invalidSessionToken(let m), .unsupportedService(let m),
+             .tooManyRequests(let m):
             m
         }
     }
@@ -111,5 +118,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public static let usernameTaken = ParseError.usernameTaken("Account already exists for this username.")
     public static let emailTaken = ParseError.emailTaken("Account already exists for this email address.")
     public static let invalidEmail = ParseError.invalidEmailAddress("Email address format is invalid.")
+    public static let authDataLinked = ParseError.accountAlreadyLinked("this auth is already used")
+    public static let unsupportedAuth = ParseError.unsupportedService("This authentication method is unsupported.")
     public static let nulCharacter = ParseError.invalidJSON("strings and keys may not contain the NUL character (\\u0000)")
 }

@@ -75,7 +75,10 @@ extension ParseAPI {
 
     func signUp(_ request: ParseRequest) async throws -> ParseResponse {
         let result = try await accounts.users.signUp(body: request.object, auth: request.auth, on: request.db)
-        return ParseResponse(status: .created, json: .object(result.json), headers: [("Location", "\(request.baseURL)/users/\(result.objectId)")])
+        let location = [("Location", "\(request.baseURL)/users/\(result.objectId)")]
+        // authData of an existing user logs it in: 200 with the user, as Parse Server.
+        if let user = result.loggedIn { return ParseResponse(status: .ok, body: user, headers: location) }
+        return ParseResponse(status: .created, json: .object(result.json), headers: location)
     }
 
     func logIn(_ request: ParseRequest) async throws -> ParseResponse {

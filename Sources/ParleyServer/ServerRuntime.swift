@@ -68,7 +68,9 @@ public final class ServerRuntime: Sendable {
         router.add(middleware: RequestLogMiddleware())
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
-        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
+        identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
+        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts,
+                            authData: IdentityAuthDataVerifier(providers: identity, logger: Logger(label: "identity")), logger: Logger(label: "accounts"))
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
                                    authenticator: AccountsRealtimeAuthenticator(accounts: accounts), observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
@@ -79,7 +81,6 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
-        identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
         mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "mail"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
