@@ -34,8 +34,12 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case missingRequiredField(String)
     /// 137
     case duplicateValue(String)
+    /// 141: Cloud Code failed (a webhook's error, or a webhook that could not be called).
+    case scriptFailed(String)
     /// 142: a value broke a rule (the password policy).
     case validationFailed(String)
+    /// 143: the Hooks API refused a declaration.
+    case webhookError(String)
     /// 200
     case usernameMissing(String)
     /// 201
@@ -71,7 +75,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidEmailAddress: 125
         case .missingRequiredField: 135
         case .duplicateValue: 137
+        case .scriptFailed: 141
         case .validationFailed: 142
+        case .webhookError: 143
         case .usernameMissing: 200
         case .passwordMissing: 201
         case .usernameTaken: 202
@@ -91,7 +97,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m):
+             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m):
             m
         }
     }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ParleyAccounts
 import ParleyCalls
+import ParleyCloud
 import ParleyHTTP
 import ParleyIdentity
 import ParleyLog
@@ -34,6 +35,8 @@ public final class ServerRuntime: Sendable {
     public let identity: AuthProviders
     /// Outgoing mail: the durable outbox and its SMTP worker.
     public let mail: MailService
+    /// Cloud Code webhooks: hooks, functions, triggers, jobs.
+    public let cloud: CloudCode
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -80,6 +83,7 @@ public final class ServerRuntime: Sendable {
         identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
         mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "mail"))
+        cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, logger: Logger(label: "cloud"))
         ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
@@ -87,7 +91,7 @@ public final class ServerRuntime: Sendable {
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
                                                                                 window: config.loginFailureWindow)),
-                 accounts: accounts, logger: Logger(label: "parse")).register(on: router)
+                 accounts: accounts, cloud: cloud, logger: Logger(label: "parse")).register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in
             switch event {
@@ -128,6 +132,7 @@ public final class ServerRuntime: Sendable {
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         push.start()
         mail.start()
+        cloud.start()
         try http.start()
         logger.info("login providers", [("enabled", config.identity.enabledProviders.joined(separator: ","))])
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
@@ -169,6 +174,7 @@ public final class ServerRuntime: Sendable {
         accounts.events.stopListening()
         push.stop(timeout: config.push.requestTimeout + .seconds(1))
         mail.stop(timeout: (config.mail.smtp?.deliveryTimeout ?? .zero) + .seconds(1))
+        cloud.stop(timeout: config.cloud.timeout + .seconds(1))
         identity.shutdown()
         let closed = Latch()
         let database = self.database
