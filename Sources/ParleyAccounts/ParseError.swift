@@ -22,6 +22,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case commandUnavailable(String)
     /// 111
     case incorrectType(String)
+    /// 115: a push the API cannot send as asked (Parse's PUSH_MISCONFIGURED).
+    case pushMisconfigured(String)
     /// 116
     case objectTooLarge(String)
     /// 119
@@ -69,6 +71,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidJSON: 107
         case .commandUnavailable: 108
         case .incorrectType: 111
+        case .pushMisconfigured: 115
         case .objectTooLarge: 116
         case .operationForbidden: 119
         case .invalidACL: 123
@@ -97,7 +100,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m):
+             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m), .pushMisconfigured(let m):
             m
         }
     }

@@ -157,7 +157,7 @@ public final class ParseAPI: Sendable {
     /// words the error), a `$regex` (a transaction of its own), and `_Installation` and
     /// `_Session`, whose finds have rules of their own.
     func answerFind(_ request: HTTPRequest, className: String, respond: HTTPResponder) -> Bool {
-        guard className != ClassName.installation, className != ClassName.session, className != CloudClassName.jobStatus,
+        guard className != ClassName.installation, className != ClassName.session, className != CloudClassName.jobStatus, className != PushClassName.pushStatus,
               request.method == .get, request.body.isEmpty,
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true),
               let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),

@@ -62,6 +62,8 @@ extension ParseAPI {
         })
         // Cloud Code.
         if cloud != nil { registerCloudEndpoints(on: group) }
+        // Push.
+        route(.post, "/push", on: group, ParseEndpoint(requiresMaster: true) { api, q in try await api.sendPush(q) })
         // Server.
         route(.get, "/serverInfo", on: group, ParseEndpoint(requiresMaster: true) { api, _ in api.serverInfo() })
         // Parse Server answers its health check without keys, for any method; with the API at
@@ -215,6 +217,7 @@ extension ParseAPI {
         case ClassName.installation: return try await findInstallations(request)
         case ClassName.session: return try await listSessions(request)
         case CloudClassName.jobStatus: return try await findJobStatus(request, id: nil)
+        case PushClassName.pushStatus: return try await findPushStatus(request, id: nil)
         default: return try await find(request, className: className)
         }
     }
@@ -225,6 +228,7 @@ extension ParseAPI {
         case ClassName.installation: return try await getInstallation(request, id: id)
         case ClassName.session: return try await getSession(request, id: id)
         case CloudClassName.jobStatus: return try await findJobStatus(request, id: id)
+        case PushClassName.pushStatus: return try await findPushStatus(request, id: id)
         default:
             return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
         }

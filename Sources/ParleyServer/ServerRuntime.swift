@@ -37,6 +37,9 @@ public final class ServerRuntime: Sendable {
     public let mail: MailService
     /// Cloud Code webhooks: hooks, functions, triggers, jobs.
     public let cloud: CloudCode
+    /// The Parse-compatible REST API.
+    public let parse: ParseAPI
+    private let resuming = Atomic<Bool>(false)
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
     private let logger: Logger
@@ -84,14 +87,17 @@ public final class ServerRuntime: Sendable {
         mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "mail"))
         cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, logger: Logger(label: "cloud"))
-        ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
+        let push = self.push
+        parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
                                                    regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
-                                                                                window: config.loginFailureWindow)),
-                 accounts: accounts, cloud: cloud, logger: Logger(label: "parse")).register(on: router)
+                                                                                window: config.loginFailureWindow),
+                                                   push: ParsePushSettings(queued: { push.worker.wake() })),
+                         accounts: accounts, cloud: cloud, logger: Logger(label: "parse"))
+        parse.register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in
             switch event {
@@ -133,9 +139,22 @@ public final class ServerRuntime: Sendable {
         push.start()
         mail.start()
         cloud.start()
+        startResumingPushes()
         try http.start()
         logger.info("login providers", [("enabled", config.identity.enabledProviders.joined(separator: ","))])
         logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
+    }
+
+    /// Every 10 s (and now), queues the pages of pushes a stopped node left unfinished.
+    private func startResumingPushes() {
+        guard !resuming.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let loop = group.loops[0]
+        Task(executorPreference: loop) { [self] in
+            while resuming.load(ordering: .acquiring) {
+                await parse.resumePushes()
+                await loop.sleep(for: .seconds(10))
+            }
+        }
     }
 
     /// Waits (off the loops) for the realtime service's settings, which device labels need from
@@ -169,6 +188,7 @@ public final class ServerRuntime: Sendable {
             logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
         }
         http.closeAll()
+        resuming.store(false, ordering: .releasing)
         realtime.shutdown()
         calls.shutdown()
         accounts.events.stopListening()
