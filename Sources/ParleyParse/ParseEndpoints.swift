@@ -263,7 +263,7 @@ extension ParseAPI {
     /// `GET /serverInfo` (master key): the version and the `features` object SDKs and dashboards
     /// read (Parse Server's `FeaturesRouter`). Each flag says whether Parley serves that
     /// feature's endpoints: of them it serves `/config` (read and update), `/hooks` and `/jobs`
-    /// (with Cloud Code wired), not yet `/scriptlog`, `/push` or `/schemas`.
+    /// (with Cloud Code wired), `/push` (immediate and scheduled), not yet `/scriptlog` or `/schemas`.
     func serverInfo() -> ParseResponse {
         let no: JSONValue = false
         let hooks: JSONValue = cloud != nil ? true : false
@@ -272,7 +272,8 @@ extension ParseAPI {
             "hooks": ["create": hooks, "read": hooks, "update": hooks, "delete": hooks],
             "cloudCode": ["jobs": hooks],
             "logs": ["level": no, "size": no, "order": no, "until": no, "from": no],
-            "push": ["immediatePush": no, "scheduledPush": no, "storedPushData": no, "pushAudiences": no, "localization": no],
+            "push": ["immediatePush": .bool(configuration.push != nil), "scheduledPush": .bool(configuration.push != nil), "storedPushData": no,
+                     "pushAudiences": no, "localization": no],
             "schemas": ["addField": no, "removeField": no, "addClass": no, "removeClass": no, "clearAllDataFromClass": no,
                         "exportClass": no, "editClassLevelPermissions": no, "editPointerPermissions": no],
         ]
