@@ -32,12 +32,14 @@ public final class HTTPServer: Sendable {
         public var maxPipelinedRequests: Int
         /// Output queued on a connection past which the server stops reading new requests until it drains.
         public var outboundHighWater: Int
+        /// A connection whose queued output the client takes none of for this long is closed (slow reader); zero: never.
+        public var slowReaderTimeout: Duration
 
         public init(
             host: String = "0.0.0.0", port: Int = 8080, backlog: Int = 1024, maxConnections: Int = 100_000,
             maxOutboundBytes: Int = 4 << 20, limits: HTTPParserLimits = HTTPParserLimits(),
             idleTimeout: Duration = .seconds(60), headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30),
-            maxPipelinedRequests: Int = 16, outboundHighWater: Int = 256 << 10
+            maxPipelinedRequests: Int = 16, outboundHighWater: Int = 256 << 10, slowReaderTimeout: Duration = .seconds(30)
         ) {
             precondition(maxPipelinedRequests > 0, "maxPipelinedRequests must be positive")
             self.host = host
@@ -51,6 +53,7 @@ public final class HTTPServer: Sendable {
             self.bodyTimeout = bodyTimeout
             self.maxPipelinedRequests = maxPipelinedRequests
             self.outboundHighWater = outboundHighWater
+            self.slowReaderTimeout = slowReaderTimeout
         }
     }
 
@@ -68,7 +71,8 @@ public final class HTTPServer: Sendable {
         self.core = core
         let options = TCPServer.Options(
             host: configuration.host, port: configuration.port, backlog: configuration.backlog,
-            maxConnections: configuration.maxConnections, maxOutboundBytes: configuration.maxOutboundBytes)
+            maxConnections: configuration.maxConnections, maxOutboundBytes: configuration.maxOutboundBytes,
+            slowReaderTimeout: configuration.slowReaderTimeout)
         tcp = TCPServer(group: group, options: options) { connection in
             HTTPServerConnection(connection: connection, core: core, context: core.loops[connection.loop.index])
         }

@@ -28,6 +28,7 @@ public struct ServerConfig: Sendable {
     public var idleTimeout: Duration
     public var headerTimeout: Duration
     public var bodyTimeout: Duration
+    public var slowReaderTimeout: Duration
     public var shutdownTimeout: Duration
     public var databasePoolSize: Int
     public var statementTimeout: Duration
@@ -85,6 +86,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("idle-timeout", env: "PARLEY_IDLE_TIMEOUT", default: "60s", "Keep-alive connections idle this long are closed."),
         ConfigOption("header-timeout", env: "PARLEY_HEADER_TIMEOUT", default: "10s", "Deadline to receive a whole request head once it started (slowloris guard)."),
         ConfigOption("body-timeout", env: "PARLEY_BODY_TIMEOUT", default: "30s", "Deadline to receive a whole request body."),
+        ConfigOption("slow-reader-timeout", env: "PARLEY_SLOW_READER_TIMEOUT", default: "30s", "A connection whose queued output the client takes none of for this long is closed, whatever it sends."),
         ConfigOption("shutdown-timeout", env: "PARLEY_SHUTDOWN_TIMEOUT", default: "10s", "On SIGTERM, how long in-flight requests may run before connections are closed."),
         ConfigOption("db-pool-size", env: "PARLEY_DB_POOL_SIZE", default: "2", "PostgreSQL connections per event loop."),
         ConfigOption("db-statement-timeout", env: "PARLEY_DB_STATEMENT_TIMEOUT", default: "5s", "PostgreSQL statement_timeout for every query."),
@@ -153,6 +155,7 @@ public struct ServerConfig: Sendable {
         idleTimeout = try values.duration("idle-timeout")
         headerTimeout = try values.duration("header-timeout")
         bodyTimeout = try values.duration("body-timeout")
+        slowReaderTimeout = try values.duration("slow-reader-timeout")
         shutdownTimeout = try values.duration("shutdown-timeout")
         databasePoolSize = try values.int("db-pool-size", in: 1...64)
         statementTimeout = try values.duration("db-statement-timeout")

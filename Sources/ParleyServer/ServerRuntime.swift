@@ -120,7 +120,7 @@ public final class ServerRuntime: Sendable {
             configuration: .init(
                 host: config.host, port: config.port, maxConnections: config.maxConnections,
                 maxOutboundBytes: config.maxOutboundBytes, limits: limits, idleTimeout: config.idleTimeout,
-                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout),
+                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout, slowReaderTimeout: config.slowReaderTimeout),
             router: router, observer: metrics, logger: Logger(label: "http"))
         let http = self.http
         metrics.watch(openConnections: { http.openConnections() }, database: database, group: group)

@@ -295,10 +295,18 @@ class Client:
         return await self.request(frame)
 
     async def next_event(self, kind=None, timeout=10):
+        """The next event of type `kind` (others are dropped); fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        skipped = []
         while True:
-            event = await asyncio.wait_for(self.events.get(), timeout)
+            try:
+                event = await asyncio.wait_for(self.events.get(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise AssertionError(f"{self.welcome.get('deviceId')}: no {kind or 'event'} within {timeout} s; "
+                                     f"skipped {skipped[-5:]}") from None
             if kind is None or event.get("type") == kind:
                 return event
+            skipped.append(event)
 
     async def expect_no_event(self, seconds=0.5):
         try:
