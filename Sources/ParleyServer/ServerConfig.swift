@@ -14,6 +14,8 @@ import ParleyRealtime
 public struct ServerConfig: Sendable {
     public var host: String
     public var port: Int
+    /// Where to write the bound port once listening (`--port-file`; nil = nowhere).
+    public var portFile: String?
     public var threads: Int
     public var blockingThreads: Int
     public var dataDirectory: String
@@ -76,6 +78,7 @@ public struct ServerConfig: Sendable {
     public static let options: [ConfigOption] = [
         ConfigOption("host", env: "PARLEY_HOST", default: "0.0.0.0", "Address to listen on."),
         ConfigOption("port", env: "PARLEY_PORT", default: "8080", "TCP port to listen on (0 picks a free one)."),
+        ConfigOption("port-file", env: "PARLEY_PORT_FILE", default: "", "Once listening, write the bound port to this file (written whole, then renamed into place; with --port 0 it tells which port was picked)."),
         ConfigOption("threads", env: "PARLEY_THREADS", default: "0", "Event loops (0 = one per core)."),
         ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
         ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
@@ -139,6 +142,7 @@ public struct ServerConfig: Sendable {
     public init(_ values: ConfigValues) throws(ConfigError) {
         host = values.string("host")
         port = try values.int("port", in: 0...65535)
+        portFile = values.optionalString("port-file")
         let cores = EventLoopGroup.coreCount
         let loops = try values.int("threads", in: 0...1024)
         threads = loops == 0 ? cores : loops
