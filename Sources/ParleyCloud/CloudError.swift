@@ -73,7 +73,7 @@ public enum WebhookFailure: Error, Sendable, Equatable, CustomStringConvertible 
     init(_ error: HTTPClientError) {
         switch error {
         case .timedOut: self = .timedOut
-        case .unresolvedHost, .connectFailed: self = .unreachable("\(error)")
+        case .unresolvedHost, .connectFailed, .tls: self = .unreachable("\(error)")
         case .invalidResponse(.bodyTooLarge): self = .badResponse("the webhook's answer is larger than the limit")
         case .invalidResponse, .connectionClosed: self = .badResponse("\(error)")
         case .tooManyQueuedRequests: self = .overloaded
