@@ -18,6 +18,8 @@ public final class Accounts: Sendable {
     public let roles: RoleStore
     /// `_Role` writes (`/roles`, `/classes/_Role`).
     public let roleWriter: RoleWriter
+    /// Writes of other user-defined classes, with their Relation fields.
+    public let relations: RelationWriter
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
     /// Parse's global config (`/config`).
@@ -55,7 +57,8 @@ public final class Accounts: Sendable {
         emails = AccountEmails(database: database, users: users, sessions: sessions, mailer: mailer, configuration: configuration, logger: logger)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
-        roleWriter = RoleWriter(database: database, objects: objects, roles: roles, events: events)
+        relations = RelationWriter(database: database, objects: objects)
+        roleWriter = RoleWriter(relations: relations, roles: roles, events: events)
     }
 
     /// Runs `body` in one transaction; a thrown error rolls everything back.
