@@ -80,6 +80,8 @@ public struct HTTPRequestParser {
         var extensionBytes = 0
         var trailerBytes = 0
         var trailerCount = 0
+        /// The body limit of this request when its reader set one (`limitBody`), else `limits.maxBodyBytes`.
+        var bodyLimit: Int?
     }
 
     public let limits: HTTPParserLimits
@@ -189,6 +191,12 @@ public struct HTTPRequestParser {
         let method = message.method
         let path = message.target.pathRange
         return head.withUnsafeBufferPointer { routes.match(method, rawPath: UnsafeBufferPointer(rebasing: $0[path])) }
+    }
+
+    /// Lowers the body limit of the request whose head was just reported (a route's own limit):
+    /// a chunk size that would pass it fails with `bodyTooLarge` before its data arrives.
+    mutating func limitBody(to limit: Int) {
+        message.bodyLimit = min(limit, limits.maxBodyBytes)
     }
 
     /// Drops the head `advance` just reported without building it; its memory is reused for the next.
@@ -479,7 +487,7 @@ public struct HTTPRequestParser {
                 message.chunkSizeDigits += 1
                 let (shifted, overflow) = remaining.multipliedReportingOverflow(by: 16)
                 let (size, carry) = shifted.addingReportingOverflow(Int(digit))
-                if overflow || carry || size > limits.maxBodyBytes - message.bodyReceived { throw .bodyTooLarge }
+                if overflow || carry || size > (message.bodyLimit ?? limits.maxBodyBytes) - message.bodyReceived { throw .bodyTooLarge }
                 remaining = size
             } else if message.chunkSizeDigits == 0 {
                 throw .invalidChunkSize
