@@ -185,12 +185,13 @@ public struct HTTPRequestParser {
         return CompletedHead(method: message.method, keepAlive: message.keepAlive, isUpgrade: message.isUpgrade, hasBody: hasBody)
     }
 
-    /// Looks the head `advance` just reported up in `routes` (see `completedHead` for `mutating`).
-    mutating func matchCompletedHead(in routes: RouteTable) -> RouteMatch {
+    /// Calls `body` with the raw (not decoded) path bytes of the head `advance` just reported,
+    /// in place, before the head is built (see `completedHead` for `mutating`).
+    @inline(__always)
+    mutating func withCompletedPath<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
         precondition(headCompleted, "HTTPRequestParser: no completed head")
-        let method = message.method
         let path = message.target.pathRange
-        return head.withUnsafeBufferPointer { routes.match(method, rawPath: UnsafeBufferPointer(rebasing: $0[path])) }
+        return head.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[path])) }
     }
 
     /// Lowers the body limit of the request whose head was just reported (a route's own limit):

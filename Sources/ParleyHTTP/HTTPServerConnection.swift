@@ -225,7 +225,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     return
                 case .head:
                     let completed = parser.completedHead()
-                    let match = parser.matchCompletedHead(in: core.routes)
+                    // The router, not the parser, picks the route: from the path bytes still in the parser.
+                    let routes = core.routes
+                    let match = parser.withCompletedPath { routes.match(completed.method, rawPath: $0) }
                     guard !completed.hasBody else {
                         receivedHead(parser.takeHead(), match: match)
                         continue
