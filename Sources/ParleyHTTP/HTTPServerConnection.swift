@@ -45,15 +45,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var isReady: Bool { response != nil || constant != nil }
     }
 
-    /// A streamed response body being written: pulled while the connection's queued output is
-    /// below `streamLowWater`, one chunk at a time.
+    /// A streamed response body being written: its producer and the state machine that says
+    /// when to pull it and what to write.
     private struct OutgoingStream {
         let next: @Sendable () async throws -> [UInt8]?
-        /// Bytes still due under a `Content-Length`; nil for a chunked or close-delimited body.
-        var remaining: Int?
-        let chunked: Bool
-        /// A `next()` call is in flight.
-        var pulling = false
+        var machine: HTTPResponseStreamStateMachine
     }
 
     /// Queued output below which the next chunk of a streamed body is pulled.
@@ -672,7 +668,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
             guard method != .head, length != 0 else { return sent(keepAlive: keepAlive) }
             var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
-            slot.stream = OutgoingStream(next: next, remaining: length, chunked: length == nil && !closeDelimited)
+            slot.stream = OutgoingStream(next: next, machine: HTTPResponseStreamStateMachine(length: length, closeDelimited: closeDelimited))
             slots.insert(slot, at: 0)
             pullStreamIfPossible()
             return false
@@ -684,22 +680,12 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     // MARK: - Streamed responses
 
-    /// Asks the stream first in the queue for its next chunk, unless one is on its way or the
-    /// queued output is at the low-water mark (then `connectionDidDrain` asks again).
+    /// Asks the stream first in the queue for its next chunk when its machine says so (room in
+    /// the output queue, no pull in flight); `connectionDidDrain` asks again.
     private func pullStreamIfPossible() {
-        guard !closed, !slots.isEmpty, let stream = slots[0].stream, !stream.pulling,
-              connection.pendingOutboundBytes < HTTPServerConnection.streamLowWater else { return }
-        slots[0].stream?.pulling = true
-        let next = stream.next
-        Task(executorPreference: connection.loop) {
-            let result: Result<[UInt8]?, any Error>
-            do {
-                result = .success(try await next())
-            } catch {
-                result = .failure(error)
-            }
-            self.streamed(result)
-        }
+        guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
+        let action = slots[0].stream!.machine.outputQueued(connection.pendingOutboundBytes, lowWater: HTTPServerConnection.streamLowWater)
+        perform(action)
     }
 
     /// A chunk (or the end, or an error) of the stream first in the queue.
@@ -708,34 +694,42 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             connection.loop.execute { self.streamed(result) }
             return
         }
-        guard !closed, !slots.isEmpty, var stream = slots[0].stream else { return }
-        stream.pulling = false
+        guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
         switch result {
-        case .failure(let error):
-            abortStream("\(error)")
-        case .success(nil):
-            if let remaining = stream.remaining, remaining != 0 {
-                abortStream("stream ended \(remaining) bytes short of its Content-Length")
-                return
+        case .success(let chunk): perform(slots[0].stream!.machine.received(chunk))
+        case .failure(let error): perform(slots[0].stream!.machine.failed(error))
+        }
+    }
+
+    /// Executes what the stream's machine decided.
+    private func perform(_ action: HTTPResponseStreamStateMachine.Action) {
+        switch action {
+        case .wait:
+            return
+        case .pull:
+            let next = slots[0].stream!.next
+            Task(executorPreference: connection.loop) {
+                let result: Result<[UInt8]?, any Error>
+                do {
+                    result = .success(try await next())
+                } catch {
+                    result = .failure(error)
+                }
+                self.streamed(result)
             }
-            if stream.chunked { connection.write(HTTPResponseSerializer.lastChunk) }
+        case .write(let bytes):
+            connection.write(bytes)
+            pullStreamIfPossible()
+        case .finish(let bytes):
+            connection.write(bytes)
             let slot = removeFirstSlot()
             if sent(keepAlive: slot.keepAlive) {
                 writeReadyResponses()
             } else {
                 finishWriting()
             }
-        case .success(let chunk?):
-            if let remaining = stream.remaining {
-                guard chunk.count <= remaining else {
-                    abortStream("stream longer than its Content-Length")
-                    return
-                }
-                stream.remaining = remaining - chunk.count
-            }
-            slots[0].stream = stream
-            connection.write(stream.chunked ? HTTPResponseSerializer.chunk(chunk) : chunk)
-            pullStreamIfPossible()
+        case .abort(let reason):
+            abortStream(reason)
         }
     }
 
