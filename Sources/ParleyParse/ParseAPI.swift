@@ -49,7 +49,7 @@ public final class ParseAPI: Sendable {
 
     /// Registers every endpoint under `configuration.mountPath` on `router`, once.
     public func register(on router: Router) {
-        let group = router.group(configuration.mountPath)
+        let group = router.group(configuration.mountPath).answeringBodyTooLarge(with: Self.bodyTooLarge)
         registerEndpoints(on: group)
         // Anything else under the mount: the `_method` form of another route (an SDK's POST), or
         // a 404 in Parse's format.
@@ -194,6 +194,11 @@ public final class ParseAPI: Sendable {
         for (name, value) in corsHeaders { headers.add(name, value) }
         return headers
     }()
+
+    /// A body over the limit: what Parse Server answers (Express's body parser fails with 413
+    /// "request entity too large", which its error handler writes as `{"error": message}`, no code).
+    static let bodyTooLarge = HTTPResponse(
+        status: .contentTooLarge, headers: baseHeaders, body: Array(#"{"error":"request entity too large"}"#.utf8))
 
     /// `baseHeaders` plus the preflight's, for `OPTIONS`.
     static let optionsHeaders: HTTPHeaders = {
