@@ -25,6 +25,8 @@ struct ParseRequest: Sendable {
     var db: any SQLExecutor
     /// The client's address (`ParseServerURL.clientAddress`), for the login throttle.
     var clientAddress: String
+    /// The HTTP request's header fields (a batch's sub-requests carry the batch's), for webhooks.
+    var headers: HTTPHeaders = HTTPHeaders()
     var isBatched: Bool = false
 
     /// `:name` parameter (present by construction of the route).
