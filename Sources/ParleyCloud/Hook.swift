@@ -27,7 +27,8 @@ public enum Hook: Sendable, Equatable {
         if let name = body["functionName"]?.string, !name.isEmpty {
             self = .function(name: name, url: url)
         } else if let className = body["className"]?.string, !className.isEmpty,
-                  let name = body["triggerName"]?.string, let trigger = TriggerName(rawValue: name) {
+                  let name = body["triggerName"]?.string, let trigger = TriggerName(rawValue: name),
+                  !trigger.isLogin || className == "_User" {
             self = .trigger(className: className, trigger: trigger, url: url)
         } else {
             throw .invalidHook

@@ -209,6 +209,33 @@ extension ParseAPI {
         return response
     }
 
+    /// beforeLogin: the webhook sees the user whose password was just verified (`object`); its
+    /// error fails the login with 141, before any session exists.
+    func runBeforeLogin(_ url: String, userId: String, _ request: ParseRequest) async throws(ParseError) {
+        do {
+            var body = try await cloudRequestBase(request)
+            body["triggerName"] = "beforeLogin"
+            if let user = try await storedObject(className: ClassName.user, id: userId, request) { body["object"] = .object(user) }
+            _ = try await cloudCode().caller.call(url, body: body)
+        } catch {
+            throw ParseError(ParseFailure(error))
+        }
+    }
+
+    /// afterLogin: queued once the session exists, with the user as `object` and `user`.
+    func queueAfterLogin(_ url: String, user: [UInt8], _ request: ParseRequest) async throws {
+        guard case .object(var object)? = try? JSONParser().parse(user) else { return }
+        object.removeValue(forKey: "sessionToken")
+        object["className"] = .string(ClassName.user)
+        var body = try await cloudRequestBase(request)
+        body["triggerName"] = "afterLogin"
+        body["object"] = .object(object)
+        body["user"] = .object(object)
+        let statement = DeliveryStore.enqueueTrigger(url: url, body: body)
+        _ = try await request.db.query(statement.sql, statement.params)
+        cloud?.worker.wake()
+    }
+
     /// The members every webhook request carries: `master`, `user` (with a session),
     /// `installationId`, `headers` (lower-cased names), `ip`, `context`.
     func cloudRequestBase(_ request: ParseRequest) async throws -> JSONObject {

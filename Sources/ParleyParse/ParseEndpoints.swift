@@ -97,9 +97,15 @@ extension ParseAPI {
         }
         let attempt = try configuration.loginThrottle.begin(account: username ?? email, address: request.clientAddress)
         do {
+            let table = try await cloud?.hooks.table()
+            var before: (@Sendable (String) async throws(ParseError) -> Void)?
+            if let url = table?.url(of: .beforeLogin, on: ClassName.user) {
+                before = { [self] (userId: String) async throws(ParseError) -> Void in try await runBeforeLogin(url, userId: userId, request) }
+            }
             let user = try await accounts.users.logIn(username: username, email: email, password: password,
-                                                      installationId: request.auth.installationId, on: request.db)
+                                                      installationId: request.auth.installationId, beforeSession: before, on: request.db)
             configuration.loginThrottle.succeeded(attempt)
+            if let url = table?.url(of: .afterLogin, on: ClassName.user) { try await queueAfterLogin(url, user: user, request) }
             return .ok(user)
         } catch let error as ParseError where error.code == ParseError.invalidLogin.code {
             throw error

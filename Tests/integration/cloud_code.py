@@ -276,6 +276,36 @@ def triggers(a, b, hooks, token):
     status, login, _ = parse(a, "GET", "/login?username=bob&password=pw-bob")
     ok("the password survived the trigger", status == 200 and login["username"] == "bob", login)
 
+    # Login triggers (on _User only).
+    status, answer, _ = parse(a, "POST", "/hooks/triggers", {"className": "Game", "triggerName": "beforeLogin", "url": hooks.url("/x")}, master=True)
+    ok("beforeLogin on another class is 143", answer == {"code": 143, "error": "invalid hook declaration"}, answer)
+    logins = []
+
+    def before_login(body, record):
+        logins.append(body)
+        return {"error": "carol is suspended"} if body["object"]["username"] == "carol" else {"success": True}
+    hooks.on("/user/beforeLogin", before_login)
+    hooks.on("/user/afterLogin", lambda body, r: {"success": True})
+    for trigger in ["beforeLogin", "afterLogin"]:
+        parse(a, "POST", "/hooks/triggers", {"className": "_User", "triggerName": trigger, "url": hooks.url(f"/user/{trigger}")}, master=True)
+    parse(a, "POST", "/users", {"username": "carol", "password": "pw-carol"})
+    status, answer, _ = parse(b, "GET", "/login?username=carol&password=pw-carol")
+    ok("beforeLogin rejects with 141", status == 400 and answer == {"code": 141, "error": "carol is suspended"}, answer)
+    status, answer, _ = parse(b, "GET", "/login?username=carol&password=wrong")
+    ok("a wrong password never reaches beforeLogin", answer["code"] == 101 and logins[-1]["object"]["username"] == "carol" and len(
+        [x for x in logins if x["object"]["username"] == "carol"]) == 1, answer)
+    status, login, _ = parse(b, "POST", "/login", {"username": "bob", "password": "pw-bob"}, headers={"X-Parse-Installation-Id": "bob-phone"})
+    ok("beforeLogin lets bob in", status == 200 and "sessionToken" in login, login)
+    payload = logins[-1]
+    ok("beforeLogin payload", payload["triggerName"] == "beforeLogin" and payload["object"]["username"] == "bob"
+       and payload["object"]["className"] == "_User" and "password" not in payload["object"] and "sessionToken" not in payload["object"]
+       and payload["installationId"] == "bob-phone" and "user" not in payload, payload)
+    after_login = wait_for("afterLogin delivered", lambda: [r for r in hooks.received("/user/afterLogin") if r["body"]["object"]["username"] == "bob"])
+    ok("afterLogin payload", after_login[0]["body"]["triggerName"] == "afterLogin" and after_login[0]["body"]["user"]["objectId"] == login["objectId"]
+       and "sessionToken" not in after_login[0]["body"]["object"], after_login[0]["body"])
+    for trigger in ["beforeLogin", "afterLogin"]:
+        parse(a, "DELETE", f"/hooks/triggers/_User/{trigger}", master=True)
+
     # afterSave while the webhook fails: the request succeeds, the delivery is retried.
     failures = {"left": 3}
 
