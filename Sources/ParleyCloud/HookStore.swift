@@ -24,8 +24,13 @@ public struct HookTable: Sendable {
     /// The URL of `trigger` on `className`, if one is registered.
     public func url(of trigger: TriggerName, on className: String) -> String? { triggers[Self.key(className, trigger)] }
 
-    /// True when `className` has any trigger (the common case of none costs one lookup).
+    /// True when no hook is registered.
     public var isEmpty: Bool { triggers.isEmpty && functions.isEmpty }
+
+    /// True when `className` has a beforeFind or afterFind hook.
+    public func hasFindTriggers(on className: String) -> Bool {
+        !triggers.isEmpty && (url(of: .beforeFind, on: className) != nil || url(of: .afterFind, on: className) != nil)
+    }
 
     static func key(_ className: String, _ trigger: TriggerName) -> String { className + "\u{0}" + trigger.rawValue }
 }
@@ -59,6 +64,12 @@ public final class HookStore: Sendable {
         let loaded = HookTable(try await all())
         state.withLock { if $0.listening && $0.generation == generation { $0.table = loaded } }
         return loaded
+    }
+
+    /// The snapshot, if this node holds one it may trust (listening, unchanged since read):
+    /// for answers made on the event loop without a task.
+    public func cachedTable() -> HookTable? {
+        state.withLock { $0.listening ? $0.table : nil }
     }
 
     /// Every hook, functions first, in registration order.

@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -275,6 +276,47 @@ def triggers(a, b, hooks, token):
     ok("signup rewritten", me.get("screenName") == "Bob", me)
     status, login, _ = parse(a, "GET", "/login?username=bob&password=pw-bob")
     ok("the password survived the trigger", status == 200 and login["username"] == "bob", login)
+
+    # Find triggers: beforeFind rejects; afterFind sees the objects and rewrites the answer (the
+    # inline find path steps aside for a class with find triggers, on every node).
+    finds = []
+
+    def before_find(body, record):
+        finds.append(body)
+        return {"error": "secrets need the master key"} if not body["master"] else {"success": True}
+
+    def after_find(body, record):
+        finds.append(body)
+        kept = [dict(o, seen=True) for o in body["objects"] if o.get("name") != "KEEP"]
+        return {"success": kept}
+    hooks.on("/secret/beforeFind", before_find)
+    hooks.on("/game/afterFind", after_find)
+    parse(a, "POST", "/classes/Secret", {"v": 1}, master=True)
+    parse(a, "POST", "/hooks/triggers", {"className": "Secret", "triggerName": "beforeFind", "url": hooks.url("/secret/beforeFind")}, master=True)
+    parse(a, "POST", "/hooks/triggers", {"className": "Game", "triggerName": "afterFind", "url": hooks.url("/game/afterFind")}, master=True)
+    time.sleep(0.2)
+    status, answer, _ = parse(b, "GET", "/classes/Secret?" + urllib.parse.urlencode({"where": json.dumps({"v": 1}), "limit": 5}), token=token)
+    ok("beforeFind rejects with 141", status == 400 and answer == {"code": 141, "error": "secrets need the master key"}, answer)
+    payload = finds[-1]
+    ok("beforeFind payload", payload["triggerName"] == "beforeFind" and payload["query"] == {"className": "Secret", "where": {"v": 1}, "limit": 5}
+       and payload["isGet"] is False and payload["count"] is False and payload["user"]["username"] == "alice", payload)
+    status, answer, _ = parse(b, "GET", "/classes/Secret", master=True)
+    ok("beforeFind lets the master key read", status == 200 and len(answer["results"]) == 1, answer)
+    for server in (a, b):
+        status, answer, _ = parse(server, "GET", "/classes/Game", token=token)
+        names = sorted(g["name"] for g in answer["results"])
+        ok("afterFind rewrites the results (inline path declined)", "KEEP" not in names and names and all(g.get("seen") is True for g in answer["results"])
+           and all("className" not in g for g in answer["results"]), answer)
+    payload = finds[-1]
+    ok("afterFind payload has the objects with className", payload["triggerName"] == "afterFind" and any(o["name"] == "KEEP" for o in payload["objects"])
+       and all(o["className"] == "Game" for o in payload["objects"]), payload)
+    status, answer, _ = parse(a, "GET", f"/classes/Game/{locked['objectId']}", token=token)
+    ok("afterFind dropping the object of a get is 101", status == 404 and answer["code"] == 101, answer)
+    ok("a get says isGet", finds[-1]["isGet"] is True and finds[-1]["query"]["where"] == {"objectId": locked["objectId"]}, finds[-1])
+    parse(a, "DELETE", "/hooks/triggers/Game/afterFind", master=True)
+    time.sleep(0.2)
+    status, answer, _ = parse(b, "GET", "/classes/Game", token=token)
+    ok("without afterFind the results are as stored", "KEEP" in [g["name"] for g in answer["results"]], answer)
 
     # Login triggers (on _User only).
     status, answer, _ = parse(a, "POST", "/hooks/triggers", {"className": "Game", "triggerName": "beforeLogin", "url": hooks.url("/x")}, master=True)
