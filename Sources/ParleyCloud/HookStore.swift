@@ -93,8 +93,18 @@ public final class HookStore: Sendable {
         try await select("WHERE class_name = $1 AND trigger_name = $2", [.text(className), .text(triggerName)]).first
     }
 
+    /// Most hooks (functions and triggers together) one app may register.
+    public static let maxHooks = 1000
+
     /// Parse's `createHook`: refuses an existing function or trigger (143), then stores it.
     public func create(_ hook: Hook) async throws(CloudError) -> Hook {
+        let rows: PostgresRows
+        do {
+            rows = try await database.query("SELECT count(*)::int8 AS n FROM cloud_hooks")
+        } catch {
+            throw .database(error)
+        }
+        guard (rows.first?["n"].int ?? 0) < Self.maxHooks else { throw .tooManyHooks(Self.maxHooks) }
         switch hook {
         case .function(let name, _):
             if try await function(name) != nil { throw .functionExists(name) }

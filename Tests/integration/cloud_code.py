@@ -424,6 +424,24 @@ def crash(a, hooks, postgres, database, token):
     wait_for("delivery table drained", lambda: postgres.psql(database, "SELECT count(*) FROM cloud_deliveries WHERE state <> 'dead'") == "0")
 
 
+def hook_flood(a, hooks):
+    status, answer, _ = parse(a, "POST", "/hooks/functions", {"functionName": "f" * 200, "url": hooks.url("/x")}, master=True)
+    ok("an over-long function name is 143", answer == {"code": 143, "error": "invalid hook declaration"}, answer)
+    status, answer, _ = parse(a, "POST", "/hooks/functions", {"functionName": "long-url", "url": hooks.url("/" + "x" * 3000)}, master=True)
+    ok("an over-long url is 143", answer == {"code": 143, "error": "invalid hook declaration"}, answer)
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        answers = list(pool.map(lambda i: parse(a, "POST", "/hooks/functions", {"functionName": f"flood{i}", "url": hooks.url(f"/f{i}")}, master=True),
+                                range(1100)))
+    refused = [ans for s, ans, _ in answers if ans.get("code") == 143]
+    ok("hook flood: past 1000 hooks registration is refused with 143", refused and all(
+        r["error"] == "too many hooks: at most 1000 functions and triggers" for r in refused), refused[:2])
+    _, listed, _ = parse(a, "GET", "/hooks/functions", master=True)
+    total = len(listed) + len(parse(a, "GET", "/hooks/triggers", master=True)[1])
+    ok("hook flood: the table stays bounded (1000 plus at most the concurrent creates)", 1000 <= total <= 1032, total)
+    with urllib.request.urlopen(a.http_url + "/health", timeout=5) as response:
+        ok("server still serves after the hook flood", response.status == 200, response.status)
+
+
 def main():
     postgres = TempPostgres()
     database = "cloud_code"
@@ -440,6 +458,7 @@ def main():
         jobs(a, hooks, postgres, database)
         b.stop()
         crash(a, hooks, postgres, database, alice["sessionToken"])
+        hook_flood(a, hooks)
         log("cloud_code: all checks passed")
     except BaseException:
         log("--- node A log\n" + a.log())

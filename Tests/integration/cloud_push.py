@@ -10,7 +10,8 @@ mapped onto gorush's fields (alert, title, sound, badge, content-available, cate
 in data); `badge: "Increment"` raises each iOS installation's stored badge and sends the new
 value; the answer is {"result":true} with X-Parse-Push-Status-Id, and `_PushStatus` (master
 only) shows the push succeeded with numSent; push_time delays a push; an expired push sends
-nothing; 2,500 matching installations (three pages) get exactly one notification each.
+nothing; 2,500 matching installations (three pages) get exactly one notification each; a push
+left half-queued by a stopped node (expired lease) is resumed from its cursor.
 """
 import json
 import os
@@ -139,6 +140,21 @@ def main():
         ok("2,500 installations get exactly one notification each", len(sent) == 2500 and len(set(sent)) == 2500, len(sent))
         log(f"      2,500 pushes queued and sent in {time.time() - started:.1f}s")
         ok("bulk badges incremented once", postgres.psql(database, "SELECT count(*) FROM installations WHERE object_id LIKE 'bulk%' AND data->>'badge' = '1'") == "1250", "")
+
+        # A push whose node stopped mid-way (lease expired, cursor half-way): another pass of
+        # the resumer queues exactly the rest.
+        sink.received.clear()
+        postgres.psql(database, """
+            SELECT push_create_parse('resumePush', '{"channels": {"$in": ["bulk"]}}', '{"alert": "resumed"}', NULL, NULL, NULL, -1000);
+            UPDATE push_statuses SET cursor = 'bulk001250' WHERE object_id = 'resumePush';
+        """)
+        wait_for("the resumed push is sent", lambda: len(sink.accepted()) >= 1250, timeout=30)
+        time.sleep(1)
+        sent = tokens(sink)
+        ok("a resumed push queues exactly the installations after its cursor", sorted(sent) == sorted(f"bulk-token-{i}" for i in range(1251, 2501)),
+           len(sent))
+        resumed = wait_for("resumed push succeeded", lambda: (lambda s: s if s.get("status") == "succeeded" else None)(status_of(server, "resumePush")))
+        ok("resumed _PushStatus", resumed["count"] == 1250 and resumed["numSent"] == 1250, resumed)
         log("cloud_push: all checks passed")
     except BaseException:
         log("--- server log\n" + server.log())
