@@ -111,6 +111,9 @@ public final class ParseAPI: Sendable {
         if let cloud, let write = endpoint.write {
             return try await runWithTriggers(endpoint, write, request, cloud: cloud)
         }
+        if let cloud, let read = endpoint.read {
+            return try await runWithFindTriggers(endpoint, read, request, cloud: cloud)
+        }
         return try await endpoint.handler(self, request)
     }
 
@@ -163,6 +166,11 @@ public final class ParseAPI: Sendable {
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true),
               let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),
               !query.count else { return false }
+        // Classes with find triggers take the full path (and so does every class until this
+        // node holds a trusted snapshot of the hooks).
+        if let cloud {
+            guard let table = cloud.hooks.cachedTable(), !table.hasFindTriggers(on: className) else { return false }
+        }
         // The completion keeps the class name for the error log, not the request.
         return queries.find(query, auth: auth, on: accounts.database) { [self] result in
             switch result {
