@@ -18,9 +18,11 @@
   256 reach the answering device;
 - close 1011 with `internal` during `hello` when the database fails the device registration with an
   unexpected error (its function renamed away), and hello works again once it is back;
+- close 1013 with `unavailable` during `hello` when the database is overloaded: the device
+  registration waits on a lock past the 5 s statement timeout;
 - close 1001 on SIGTERM.
 
-`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011)."""
+`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011, hello1013)."""
 import asyncio
 import collections
 import concurrent.futures
@@ -269,6 +271,25 @@ async def hello_internal_error(postgres, server, users):
     log("hello: an unexpected database error closes with 1011 internal; hello works again after: ok")
 
 
+async def hello_overloaded(postgres, server, users):
+    """A device registration that runs past the statement timeout (5 s) closes hello with 1013 `unavailable`."""
+    frank_token = users[5][1]
+    lock = HeldLock(postgres, "rt_devices")
+    try:
+        started = time.monotonic()
+        frames, code = await refused_hello(server.ws_url, frank_token, "frank-1013")
+        seconds = time.monotonic() - started
+    finally:
+        lock.release()
+    check(code == 1013, f"hello with rt_devices locked past the statement timeout: close {code} after {frames}")
+    check(frames and frames[-1]["type"] == "error" and frames[-1]["code"] == "unavailable", frames)
+    check(4 < seconds < 10, f"refused after {seconds:.1f} s (the 5 s statement timeout)")
+    client = await Client.connect(server.ws_url, frank_token, "frank-1013")
+    check(client.welcome["type"] == "welcome", client.welcome)
+    await client.close()
+    log(f"hello: the registration cancelled by the statement timeout ({seconds:.1f} s) closes with 1013 unavailable: ok")
+
+
 async def sigterm(postgres, server, users):
     """SIGTERM closes open sessions with 1001."""
     client = await Client.connect(server.ws_url, users[5][1], "frank-sigterm")
@@ -281,7 +302,8 @@ async def sigterm(postgres, server, users):
 
 
 SECTIONS = {"pending": too_many_pending, "subscriptions": too_many_subscriptions, "typing": typing_rate, "unsubscribe": unsubscribe, "rate": send_rate,
-            "candidates": candidates_limit, "hello1011": hello_internal_error}
+            "candidates": candidates_limit, "hello1011": hello_internal_error,
+            "hello1013": hello_overloaded}
 
 
 async def scenario(postgres, server):
