@@ -20,9 +20,11 @@
   unexpected error (its function renamed away), and hello works again once it is back;
 - close 1013 with `unavailable` during `hello` when the database is overloaded: the device
   registration waits on a lock past the 5 s statement timeout;
+- `too_many_pending` before the welcome: 64 frames are held while hello waits on the database,
+  the next ones are refused at once, and the 64 are answered in order after the welcome;
 - close 1001 on SIGTERM.
 
-`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011, hello1013)."""
+`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011, hello1013, held)."""
 import asyncio
 import collections
 import concurrent.futures
@@ -290,6 +292,28 @@ async def hello_overloaded(postgres, server, users):
     log(f"hello: the registration cancelled by the statement timeout ({seconds:.1f} s) closes with 1013 unavailable: ok")
 
 
+async def held_before_welcome(postgres, server, users):
+    """At most 64 frames are held while hello is being answered; more get too_many_pending at once."""
+    frank_token = users[5][1]
+    lock = HeldLock(postgres, "rt_devices")
+    ws = await websockets.connect(server.ws_url, ping_interval=None)
+    try:
+        await ws.send(json.dumps({"type": "hello", "sessionToken": frank_token, "deviceId": "frank-held"}))
+        for n in range(1, 71):
+            await ws.send(json.dumps({"type": "ack", "id": n, "upTo": 0}))
+        early = [json.loads(await asyncio.wait_for(ws.recv(), 4)) for _ in range(6)]
+    finally:
+        lock.release()
+    check([(f["type"], f.get("code"), f.get("re")) for f in early] == [("error", "too_many_pending", n) for n in range(65, 71)],
+          f"before the welcome: {early}")
+    welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    check(welcome["type"] == "welcome", welcome)
+    held = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(64)]
+    check([(f["type"], f["re"]) for f in held] == [("ok", n) for n in range(1, 65)], f"the held frames after the welcome: {held[:3]}…")
+    await ws.close()
+    log("hello: 64 frames held until the welcome and then answered in order, 6 more refused at once with too_many_pending: ok")
+
+
 async def sigterm(postgres, server, users):
     """SIGTERM closes open sessions with 1001."""
     client = await Client.connect(server.ws_url, users[5][1], "frank-sigterm")
@@ -303,7 +327,7 @@ async def sigterm(postgres, server, users):
 
 SECTIONS = {"pending": too_many_pending, "subscriptions": too_many_subscriptions, "typing": typing_rate, "unsubscribe": unsubscribe, "rate": send_rate,
             "candidates": candidates_limit, "hello1011": hello_internal_error,
-            "hello1013": hello_overloaded}
+            "hello1013": hello_overloaded, "held": held_before_welcome}
 
 
 async def scenario(postgres, server):
