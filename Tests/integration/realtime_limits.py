@@ -18,13 +18,15 @@
   256 reach the answering device;
 - close 1011 with `internal` during `hello` when the database fails the device registration with an
   unexpected error (its function renamed away), and hello works again once it is back;
+- an unexpected database error of a send (`rt_send_batch` renamed away): REST 500 `internal`,
+  socket `internal` with the session open, nothing stored;
 - close 1013 with `unavailable` during `hello` when the database is overloaded: the device
   registration waits on a lock past the 5 s statement timeout;
 - `too_many_pending` before the welcome: 64 frames are held while hello waits on the database,
   the next ones are refused at once, and the 64 are answered in order after the welcome;
 - close 1001 on SIGTERM.
 
-`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011, hello1013, held)."""
+`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011, internal, hello1013, held)."""
 import asyncio
 import collections
 import concurrent.futures
@@ -273,6 +275,28 @@ async def hello_internal_error(postgres, server, users):
     log("hello: an unexpected database error closes with 1011 internal; hello works again after: ok")
 
 
+async def send_internal_error(postgres, server, users):
+    """An unexpected database error of a send: REST 500 `internal`, socket `internal` with the session open."""
+    (erin, erin_token), (frank, _) = users[4], users[5]
+    e1 = await Client.connect(server.ws_url, erin_token, "erin-500")
+    function = postgres.psql(DATABASE, "SELECT oid::regprocedure FROM pg_proc WHERE proname = 'rt_send_batch'")
+    check(function and "\n" not in function, f"one rt_send_batch: {function}")
+    postgres.psql(DATABASE, f"ALTER FUNCTION {function} RENAME TO rt_send_batch_gone")
+    try:
+        status, body = server.request("POST", "/v1/messages", {"clientMessageId": "rest-500", "to": [frank], "text": "x"}, token=erin_token)
+        check(status == 500 and body == {"code": "internal", "error": "internal error"}, f"REST send with the batch function gone: {status} {body}")
+        reply = await e1.send_message([frank], "x", client_id="socket-500")
+        check(reply["type"] == "error" and reply["code"] == "internal", f"socket send with the batch function gone: {reply}")
+    finally:
+        postgres.psql(DATABASE, f"ALTER FUNCTION {function.replace('rt_send_batch', 'rt_send_batch_gone', 1)} RENAME TO rt_send_batch")
+    check(not e1.closed.done(), "the session stays open after internal")
+    check((await e1.send_message([frank], "x", client_id="socket-500"))["type"] == "ok", "the same send works once the function is back")
+    status, body = server.request("POST", "/v1/messages", {"clientMessageId": "rest-500", "to": [frank], "text": "x"}, token=erin_token)
+    check(status == 200 and body.get("duplicate") is not True, f"the refused REST send was not stored: {status} {body}")
+    log("send with an unexpected database error: REST 500 internal, socket internal with the session open, nothing stored: ok")
+    await e1.close()
+
+
 async def hello_overloaded(postgres, server, users):
     """A device registration that runs past the statement timeout (5 s) closes hello with 1013 `unavailable`."""
     frank_token = users[5][1]
@@ -326,7 +350,7 @@ async def sigterm(postgres, server, users):
 
 
 SECTIONS = {"pending": too_many_pending, "subscriptions": too_many_subscriptions, "typing": typing_rate, "unsubscribe": unsubscribe, "rate": send_rate,
-            "candidates": candidates_limit, "hello1011": hello_internal_error,
+            "candidates": candidates_limit, "hello1011": hello_internal_error, "internal": send_internal_error,
             "hello1013": hello_overloaded, "held": held_before_welcome}
 
 
