@@ -32,6 +32,8 @@ public final class HTTPServer: Sendable {
         public var maxPipelinedRequests: Int
         /// Output queued on a connection past which the server stops reading new requests until it drains.
         public var outboundHighWater: Int
+        /// A connection whose queued output the client takes none of for this long is closed (slow reader); zero: never.
+        public var slowReaderTimeout: Duration
         /// TLS for the listener: on `port`, or on `tlsPort` when that is set (`port` then stays plain).
         public var tls: TLSServerContext?
         /// A second listener for TLS, beside the plain one on `port` (0 picks a free port).
@@ -41,7 +43,8 @@ public final class HTTPServer: Sendable {
             host: String = "0.0.0.0", port: Int = 8080, backlog: Int = 1024, maxConnections: Int = 100_000,
             maxOutboundBytes: Int = 4 << 20, limits: HTTPParserLimits = HTTPParserLimits(),
             idleTimeout: Duration = .seconds(60), headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30),
-            maxPipelinedRequests: Int = 16, outboundHighWater: Int = 256 << 10, tls: TLSServerContext? = nil, tlsPort: Int? = nil
+            maxPipelinedRequests: Int = 16, outboundHighWater: Int = 256 << 10, slowReaderTimeout: Duration = .seconds(30),
+            tls: TLSServerContext? = nil, tlsPort: Int? = nil
         ) {
             precondition(maxPipelinedRequests > 0, "maxPipelinedRequests must be positive")
             self.host = host
@@ -55,6 +58,7 @@ public final class HTTPServer: Sendable {
             self.bodyTimeout = bodyTimeout
             self.maxPipelinedRequests = maxPipelinedRequests
             self.outboundHighWater = outboundHighWater
+            self.slowReaderTimeout = slowReaderTimeout
             self.tls = tls
             self.tlsPort = tlsPort
         }
@@ -76,7 +80,8 @@ public final class HTTPServer: Sendable {
         self.core = core
         var options = TCPServer.Options(
             host: configuration.host, port: configuration.port, backlog: configuration.backlog,
-            maxConnections: configuration.maxConnections, maxOutboundBytes: configuration.maxOutboundBytes)
+            maxConnections: configuration.maxConnections, maxOutboundBytes: configuration.maxOutboundBytes,
+            slowReaderTimeout: configuration.slowReaderTimeout)
         let makeHandler: @Sendable (Connection) -> any ConnectionHandler = { connection in
             HTTPServerConnection(connection: connection, core: core, context: core.loops[connection.loop.index])
         }
@@ -144,6 +149,10 @@ final class HTTPServerCore: Sendable {
     let hasObserver: Bool
     let logger: Logger
     let loops: [HTTPLoopContext]
+    /// The parser's limits: bodies are limited per route by the connection, not by the parser.
+    let parserLimits: HTTPParserLimits
+    /// The answer to a body over its limit on a route without its own.
+    let bodyTooLarge: HTTPResponse
     let idleTimeout: UInt64
     let headerTimeout: UInt64
     let bodyTimeout: UInt64
@@ -157,6 +166,10 @@ final class HTTPServerCore: Sendable {
         self.hasObserver = observer != nil
         self.logger = logger
         self.loops = loops
+        var parserLimits = configuration.limits
+        parserLimits.maxBodyBytes = Int.max >> 2
+        self.parserLimits = parserLimits
+        bodyTooLarge = .plain(HTTPParserError.bodyTooLarge.status, HTTPParserError.bodyTooLarge.description)
         idleTimeout = configuration.idleTimeout.nanoseconds
         headerTimeout = configuration.headerTimeout.nanoseconds
         bodyTimeout = configuration.bodyTimeout.nanoseconds

@@ -23,10 +23,14 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var upgradePending = false
         /// The answer of a `constant` route (instead of `response`).
         var constant: ConstantResponse?
+        /// The request was HTTP/1.0: a stream of unknown length is sent until the connection closes.
+        var http10 = false
+        /// The body being sent: this slot's head is written and it stays first until the stream ends.
+        var stream: OutgoingStream?
 
         init(
             sequence: UInt64, method: HTTPMethod?, route: Route?, response: HTTPResponse?, keepAlive: Bool, started: UInt64,
-            constant: ConstantResponse? = nil
+            constant: ConstantResponse? = nil, http10: Bool = false
         ) {
             self.sequence = sequence
             self.method = method
@@ -35,10 +39,21 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             self.keepAlive = keepAlive
             self.started = started
             self.constant = constant
+            self.http10 = http10
         }
 
         var isReady: Bool { response != nil || constant != nil }
     }
+
+    /// A streamed response body being written: its producer and the state machine that says
+    /// when to pull it and what to write.
+    private struct OutgoingStream {
+        let next: @Sendable () async throws -> [UInt8]?
+        var machine: HTTPResponseStreamStateMachine
+    }
+
+    /// Queued output below which the next chunk of a streamed body is pulled.
+    static let streamLowWater = 256 << 10
 
     /// The request whose head has arrived and whose body is being read.
     private struct Incoming {
@@ -46,6 +61,13 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var head: HTTPRequestHead
         let match: RouteMatch
         let started: UInt64
+        /// The route's body limit and the answer past it.
+        let limit: Int
+        let tooLarge: HTTPResponse
+        /// Body bytes read so far.
+        var received = 0
+        /// Set on a streaming route: the handler is running and reads the body from here.
+        var stream: HTTPRequestBodyStream?
     }
 
     /// `100 Continue` for the request being read.
@@ -90,7 +112,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         self.connection = connection
         self.core = core
         self.context = context
-        self.parser = HTTPRequestParser(limits: core.configuration.limits)
+        self.parser = HTTPRequestParser(limits: core.parserLimits)
         context.register(self)
         updateDeadline()
     }
@@ -118,6 +140,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     func connectionDidDrain(_ connection: Connection) {
         if parsingPaused { resumeParsingIfPossible() }
+        pullStreamIfPossible()
     }
 
     func connectionDidReceiveEOF(_ connection: Connection) {
@@ -129,7 +152,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// A half-closed client may still read: answer every complete request, drop a partial one.
     private func finishAfterPeerClosed() {
-        incoming = nil
+        dropIncoming(.incomplete)
         body = []
         closing = true
         if slots.isEmpty {
@@ -143,7 +166,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     func connectionDidClose(_ connection: Connection) {
         closed = true
         slots.removeAll()
-        incoming = nil
+        dropIncoming(.incomplete)
         pendingInput = []
         pendingUpgrade = nil
         context.unregister(self)
@@ -198,7 +221,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     return
                 case .head:
                     let completed = parser.completedHead()
-                    let match = parser.matchCompletedHead(in: core.routes)
+                    // The router, not the parser, picks the route: from the path bytes still in the parser.
+                    let routes = core.routes
+                    let match = parser.withCompletedPath { routes.match(completed.method, rawPath: $0) }
                     guard !completed.hasBody else {
                         receivedHead(parser.takeHead(), match: match)
                         continue
@@ -215,12 +240,23 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     let head = parser.takeHead()
                     try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
                     received(head, body: [], match: match, sequence: takeSequence(), started: startTime())
-                case .body(let chunk): body.append(contentsOf: chunk)
+                case .body(let chunk):
+                    if receivedBody(chunk) {
+                        // A streamed body's consumer is behind: read on once it has caught up.
+                        pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
+                        parsingPaused = true
+                        connection.pauseReading()
+                        return
+                    }
                 case .end: receivedEnd()
                 }
             }
         } catch {
-            fail(with: .plain(error.status, error.description), method: nil)
+            if error == .bodyTooLarge, let current = incoming {
+                fail(with: current.tooLarge, streamError: .tooLarge(limit: current.limit))
+            } else {
+                fail(with: .plain(error.status, error.description), streamError: .malformed(error))
+            }
         }
     }
 
@@ -230,7 +266,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     private func resumeParsingIfPossible() {
-        guard parsingPaused, !parsing, !closed, !closing, !mustPauseBeforeNextRequest() else { return }
+        guard parsingPaused, !parsing, !closed, !closing, !mustPauseBeforeNextRequest(),
+              !(incoming?.stream?.isHoldingReads ?? false) else { return }
         parsingPaused = false
         let input = pendingInput
         pendingInput = []
@@ -264,10 +301,21 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         connection.loop.iterationNanoseconds
     }
 
-    /// A head with a body: the body is read next.
+    /// A head with a body: the body is read next (on a streaming route, while its handler runs).
     private func receivedHead(_ head: HTTPRequestHead, match: RouteMatch) {
         let sequence = takeSequence()
         let started = startTime()
+        var route: Route?
+        if case .found(let found, _) = match { route = found }
+        let limit = route?.bodyLimit ?? core.configuration.limits.maxBodyBytes
+        let tooLarge = route?.bodyTooLarge ?? core.bodyTooLarge
+        if case .contentLength(let length) = head.bodyFraming, length > limit {
+            // 413 before any body byte; the body is never read.
+            closing = true
+            connection.pauseReading()
+            enqueue(Slot(sequence: sequence, method: head.method, route: route, response: tooLarge, keepAlive: false, started: started))
+            return
+        }
         if head.expectContinue && head.hasBody {
             guard case .found = match else {
                 // 404/405 before the body: answer now, never read the body, close.
@@ -281,7 +329,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         if case .contentLength(let length) = head.bodyFraming, length > 0 {
             body.reserveCapacity(min(length, 64 << 10))
         }
-        incoming = Incoming(sequence: sequence, head: head, match: match, started: started)
+        parser.limitBody(to: limit)
+        incoming = Incoming(sequence: sequence, head: head, match: match, started: started, limit: limit, tooLarge: tooLarge)
+        if case .found(let route, let parameters) = match, route.streamsBody {
+            switch route.handler {
+            case .async(let handler), .inlineFirst(_, let handler):
+                startStreamedRequest(head, route: route, parameters: parameters, handler: handler, sequence: sequence, started: started)
+            case .inline, .upgrade:
+                break
+            }
+        }
         if head.expectContinue && head.hasBody {
             continueState = .due
             sendContinueIfNeeded()
@@ -290,10 +347,58 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
     }
 
+    /// The handler of a streaming route starts as soon as the head is read; its slot keeps its place in line.
+    private func startStreamedRequest(
+        _ head: HTTPRequestHead, route: Route, parameters: PathParameters, handler: @escaping HTTPHandler, sequence: UInt64, started: UInt64
+    ) {
+        let loop = connection.loop
+        let stream = HTTPRequestBodyStream { [weak self] in
+            guard let connection = self else { return }
+            loop.execute { connection.bodyStreamDrained() }
+        }
+        incoming?.stream = stream
+        slots.append(Slot(
+            sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive, started: started,
+            http10: head.version == .http1_0))
+        runAsync(handler, HTTPRequest(head: head, parameters: parameters, bodyStream: stream), makeContext(route, parameters), sequence: sequence)
+    }
+
+    /// Body bytes of the `incoming` request; returns true when reading must pause (a streamed
+    /// body's consumer is behind).
+    private func receivedBody(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        guard let current = incoming else { return false }
+        let received = current.received + chunk.count
+        guard received <= current.limit else {
+            fail(with: current.tooLarge, streamError: .tooLarge(limit: current.limit))
+            return false
+        }
+        incoming?.received = received
+        if let stream = current.stream { return stream.append(chunk) }
+        body.append(contentsOf: chunk)
+        return false
+    }
+
+    /// A streamed body's consumer took what was buffered: read on.
+    private func bodyStreamDrained() {
+        guard !closed else { return }
+        resumeParsingIfPossible()
+    }
+
+    /// Forgets the request being read; a streamed body's handler learns why through its stream.
+    private func dropIncoming(_ reason: HTTPRequestBodyError) {
+        incoming.take()?.stream?.fail(reason)
+    }
+
     /// The body of the `incoming` request is complete.
     private func receivedEnd() {
         guard let request = incoming.take() else { return }
         continueState = .notExpected
+        if let stream = request.stream {
+            // Its handler is running already; the slot is in line.
+            stream.finish()
+            if !request.head.keepAlive || quiescing { closing = true }
+            return
+        }
         let requestBody = body
         body = []
         received(request.head, body: requestBody, match: request.match, sequence: request.sequence, started: request.started)
@@ -308,6 +413,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
         let method = head.method
         let keepAlive = head.keepAlive
+        let http10 = head.version == .http1_0
         switch match {
         case .notFound, .methodNotAllowed:
             answer(responseForUnrouted(match), sequence: sequence, method: method, route: nil, keepAlive: keepAlive, started: started)
@@ -322,9 +428,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 let taken = attempt(request, HTTPResponder(connection: self, sequence: sequence))
                 attemptSequence = nil
                 if let response = attemptAnswer.take() {
-                    answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started)
+                    answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
                 } else {
-                    slots.append(Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started))
+                    slots.append(Slot(
+                        sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started,
+                        http10: http10))
                 }
                 if taken {
                     parser.reuseHeadMemory(of: request)
@@ -339,10 +447,15 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
                 let response = handler(request, requestContext)
                 parser.reuseHeadMemory(of: request)
-                answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started)
+                answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
             case .async(let handler), .inlineFirst(_, let handler):
-                enqueue(Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started))
-                runAsync(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext, sequence: sequence)
+                enqueue(Slot(
+                    sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started,
+                    http10: http10))
+                let bodyStream: HTTPRequestBodyStream? = route.streamsBody ? .empty() : nil
+                runAsync(
+                    handler, HTTPRequest(head: head, body: requestBody, parameters: parameters, bodyStream: bodyStream), requestContext,
+                    sequence: sequence)
             case .upgrade(let handler):
                 var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
                 if head.isUpgrade {
@@ -382,13 +495,17 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// A request answered at once: written now when nothing precedes it, else queued ready.
-    private func answer(_ response: HTTPResponse, sequence: UInt64, method: HTTPMethod, route: Route?, keepAlive: Bool, started: UInt64) {
+    private func answer(
+        _ response: HTTPResponse, sequence: UInt64, method: HTTPMethod, route: Route?, keepAlive: Bool, started: UInt64, http10: Bool = false
+    ) {
         guard slots.isEmpty else {
-            slots.append(Slot(sequence: sequence, method: method, route: route, response: response, keepAlive: keepAlive, started: started))
+            slots.append(Slot(
+                sequence: sequence, method: method, route: route, response: response, keepAlive: keepAlive, started: started,
+                http10: http10))
             return
         }
         // What `enqueue` and `send` do with a ready slot, without making one.
-        _ = send(response, method: method, route: route, keepAlive: keepAlive, started: started)
+        _ = send(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
         finishWriting()
     }
 
@@ -439,14 +556,19 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         return .plain(.notFound)
     }
 
-    /// Answers with `response` after what is queued, then closes: parse errors and timeouts.
-    private func fail(with response: HTTPResponse, method: HTTPMethod?) {
+    /// Answers with `response` after what is queued, then closes: parse errors, bodies over
+    /// their limit and timeouts. A streamed body's handler is answering already: its stream
+    /// fails with `streamError` and its own answer is the last.
+    private func fail(with response: HTTPResponse, streamError: HTTPRequestBodyError) {
         guard !closed else { return }
         closing = true
         parsingPaused = false
         pendingInput = []
         connection.pauseReading()
-        if let request = incoming.take() {
+        if let stream = incoming?.stream {
+            incoming = nil
+            stream.fail(streamError)
+        } else if let request = incoming.take() {
             body = []
             slots.append(Slot(
                 sequence: request.sequence, method: request.head.method, route: nil, response: response, keepAlive: false,
@@ -466,8 +588,20 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     private func complete(_ sequence: UInt64, _ response: HTTPResponse) {
         guard !closed, !slots.isEmpty, sequence >= slots[0].sequence else { return }
+        if let current = incoming, current.sequence == sequence {
+            // A streaming handler answered before its body ended: the rest is not read.
+            incoming = nil
+            current.stream?.fail(.abandoned)
+            closing = true
+            continueState = .notExpected
+            parsingPaused = false
+            pendingInput = []
+            connection.pauseReading()
+        }
         let index = Int(sequence - slots[0].sequence)
-        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response else { return }
+        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response, slots[index].stream == nil else {
+            return
+        }
         guard index == 0, !slots[0].upgradePending else {
             slots[index].response = response
             if index == 0 { writeReadyResponses() }
@@ -476,7 +610,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         // The front of the queue: written without storing the response in its slot (what
         // `writeReadyResponses` does first), then whatever became ready behind it.
         let first = removeFirstSlot()
-        guard send(response, method: first.method, route: first.route, keepAlive: first.keepAlive, started: first.started) else {
+        guard send(response, sequence: first.sequence, method: first.method, route: first.route, keepAlive: first.keepAlive, started: first.started, http10: first.http10) else {
             finishWriting()
             return
         }
@@ -511,18 +645,101 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return send(constant, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
         }
         guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
-        return send(response, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
+        return send(
+            response, sequence: slot.sequence, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started,
+            http10: slot.http10)
     }
 
-    /// `send` for a request answered by `response`.
-    private func send(_ response: HTTPResponse, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64) -> Bool {
+    /// `send` for a request answered by `response`; a streamed body starts here and the
+    /// connection writes nothing else until it ends (false is returned then, with the stream's
+    /// slot first in the queue).
+    private func send(
+        _ response: HTTPResponse, sequence: UInt64, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64,
+        http10: Bool
+    ) -> Bool {
         let last = slots.isEmpty && incoming == nil
         let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
         let asksToClose = fields?.asksToClose ?? response.headers.containsToken("close", inField: "connection")
-        let keepAlive = requested && !(closing && last) && !asksToClose
+        var keepAlive = requested && !(closing && last) && !asksToClose
+        if case .stream(let length, let next) = response.body, response.status.allowsContent {
+            let closeDelimited = length == nil && http10
+            if closeDelimited { keepAlive = false }
+            write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields, closeDelimited: closeDelimited)
+            if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
+            guard method != .head, length != 0 else { return sent(keepAlive: keepAlive) }
+            var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
+            slot.stream = OutgoingStream(next: next, machine: HTTPResponseStreamStateMachine(length: length, closeDelimited: closeDelimited))
+            slots.insert(slot, at: 0)
+            pullStreamIfPossible()
+            return false
+        }
         write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields)
         if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
         return sent(keepAlive: keepAlive)
+    }
+
+    // MARK: - Streamed responses
+
+    /// Asks the stream first in the queue for its next chunk when its machine says so (room in
+    /// the output queue, no pull in flight); `connectionDidDrain` asks again.
+    private func pullStreamIfPossible() {
+        guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
+        let action = slots[0].stream!.machine.outputQueued(connection.pendingOutboundBytes, lowWater: HTTPServerConnection.streamLowWater)
+        perform(action)
+    }
+
+    /// A chunk (or the end, or an error) of the stream first in the queue.
+    private func streamed(_ result: Result<[UInt8]?, any Error>) {
+        guard connection.loop.inEventLoop else {
+            connection.loop.execute { self.streamed(result) }
+            return
+        }
+        guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
+        switch result {
+        case .success(let chunk): perform(slots[0].stream!.machine.received(chunk))
+        case .failure(let error): perform(slots[0].stream!.machine.failed(error))
+        }
+    }
+
+    /// Executes what the stream's machine decided.
+    private func perform(_ action: HTTPResponseStreamStateMachine.Action) {
+        switch action {
+        case .wait:
+            return
+        case .pull:
+            let next = slots[0].stream!.next
+            Task(executorPreference: connection.loop) {
+                let result: Result<[UInt8]?, any Error>
+                do {
+                    result = .success(try await next())
+                } catch {
+                    result = .failure(error)
+                }
+                self.streamed(result)
+            }
+        case .write(let bytes):
+            connection.write(bytes)
+            pullStreamIfPossible()
+        case .finish(let bytes):
+            connection.write(bytes)
+            let slot = removeFirstSlot()
+            if sent(keepAlive: slot.keepAlive) {
+                writeReadyResponses()
+            } else {
+                finishWriting()
+            }
+        case .abort(let reason):
+            abortStream(reason)
+        }
+    }
+
+    /// A stream failed after its head went out: the client can only learn it from the connection closing.
+    private func abortStream(_ reason: String) {
+        core.logger.error("response stream failed", [("connection", String(connection.id)), ("error", reason)])
+        closing = true
+        slots.removeAll()
+        incoming = nil
+        connection.close()
     }
 
     /// `send` for a `constant` route's answer.
@@ -539,7 +756,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         if !keepAlive {
             closing = true
             slots.removeAll()
-            incoming = nil
+            dropIncoming(.abandoned)
             return false
         }
         sendContinueIfNeeded()
@@ -558,26 +775,28 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// Writes `response`; `fields` are its header fields from the loop's cache, if there.
-    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, fields: SerializedFields?) {
-        let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest)
-        let inlineBody = sendsBody && response.body.count <= 16 << 10
+    /// A streamed body is not written here (only its head).
+    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, fields: SerializedFields?, closeDelimited: Bool = false) {
+        let body = response.bodyBytes
+        let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest) && !body.isEmpty
+        let inlineBody = sendsBody && body.count <= 16 << 10
         var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
         HTTPResponseSerializer.writeHead(
             response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
-            into: &scratch)
-        if inlineBody { response.body.withUnsafeBytes { scratch.append($0) } }
+            closeDelimited: closeDelimited, into: &scratch)
+        if inlineBody { body.withUnsafeBytes { scratch.append($0) } }
         if !scratch.overflowed {
             connection.write(scratch.written)
-            if sendsBody && !inlineBody { connection.write(response.body) }
+            if sendsBody && !inlineBody { connection.write(body) }
             return
         }
         // A head too large for the scratch memory.
         var head = ArrayOutput(bytes: [])
         HTTPResponseSerializer.writeHead(
             response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
-            into: &head)
+            closeDelimited: closeDelimited, into: &head)
         connection.write(head.bytes)
-        if sendsBody { connection.write(response.body) }
+        if sendsBody { connection.write(body) }
     }
 
     private func write(_ constant: ConstantResponse, keepAlive: Bool, headRequest: Bool) {
@@ -590,12 +809,12 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return
         }
         connection.write(scratch.written)
-        if bodyLeft { connection.write(constant.response.body) }
+        if bodyLeft { connection.write(constant.response.bodyBytes) }
     }
 
     /// Sends `100 Continue` once the request being read is the first without a response.
     private func sendContinueIfNeeded() {
-        guard continueState == .due, slots.isEmpty, !closing, incoming != nil else { return }
+        guard continueState == .due, !closing, let current = incoming, slots.isEmpty || slots[0].sequence == current.sequence else { return }
         continueState = .sent
         connection.write(HTTPResponseSerializer.continueResponse)
     }
@@ -677,7 +896,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             closing = true
             connection.close()
         case .head, .body:
-            fail(with: .plain(.requestTimeout), method: nil)
+            fail(with: .plain(.requestTimeout), streamError: .timedOut)
         case .none:
             break
         }

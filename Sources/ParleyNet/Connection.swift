@@ -6,7 +6,8 @@ import CLinux
 /// A non-blocking stream socket owned by one event loop.
 ///
 /// Reads go through the loop's shared read buffer; writes are queued (bounded by
-/// `maxOutboundBytes`) and flushed with `writev`. Loop thread only.
+/// `maxOutboundBytes`) and flushed with `writev`. A peer that takes none of the queued output
+/// for `slowReaderTimeout` is disconnected, whatever it sends meanwhile. Loop thread only.
 public final class Connection: IOHandler {
     /// The loop that owns the connection.
     public let loop: EventLoop
@@ -28,6 +29,11 @@ public final class Connection: IOHandler {
     private var readingPaused = false
     private var eofReceived = false
     private var lingerTimer: TimerID?
+    /// Nanoseconds; 0 turns the slow-reader check off.
+    private let slowReaderTimeout: UInt64
+    /// When queued output last moved (queued onto an empty queue, or partly written).
+    private var lastProgress: UInt64 = 0
+    private var slowReaderTimer: TimerID?
     var onClose: ((Connection) -> Void)?
     /// The TLS session once `startTLS` ran: reads are decrypted before the handler sees them,
     /// writes encrypted before the socket does.
@@ -44,13 +50,18 @@ public final class Connection: IOHandler {
     /// The TLS session, when the connection is encrypted.
     public var tlsSession: TLSConnection? { tls?.session }
 
-    init(fd: Int32, loop: EventLoop, id: UInt64, remoteAddress: String, readBuffer: ReadBuffer, maxOutboundBytes: Int) {
+    init(
+        fd: Int32, loop: EventLoop, id: UInt64, remoteAddress: String, readBuffer: ReadBuffer, maxOutboundBytes: Int,
+        slowReaderTimeout: Duration = .zero
+    ) {
         self.fd = fd
         self.loop = loop
         self.id = id
         self.remoteAddress = remoteAddress
         self.readBuffer = readBuffer
         self.maxOutboundBytes = maxOutboundBytes
+        let (seconds, attoseconds) = slowReaderTimeout.components
+        self.slowReaderTimeout = seconds < 0 ? 0 : UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 
     func activate() throws(NetError) {
@@ -113,7 +124,11 @@ public final class Connection: IOHandler {
     }
 
     private func enqueue(_ bytes: [UInt8], offset: Int) {
-        if outbound.isEmpty { headOffset = offset }
+        if outbound.isEmpty {
+            headOffset = offset
+            lastProgress = EventLoop.monotonicNanoseconds()
+            armSlowReaderCheck()
+        }
         outbound.append(bytes)
         pending += bytes.count - offset
         if pending > maxOutboundBytes {
@@ -135,9 +150,28 @@ public final class Connection: IOHandler {
                 if errno == EINTR { continue }
                 return false
             }
+            if written > 0 { lastProgress = loop.iterationNanoseconds }
             consume(written)
         }
         return true
+    }
+
+    /// Checks, `slowReaderTimeout` after the last progress, that queued output has moved since.
+    private func armSlowReaderCheck() {
+        guard slowReaderTimeout > 0, slowReaderTimer == nil, state != .closed else { return }
+        let now = EventLoop.monotonicNanoseconds()
+        let due = lastProgress &+ slowReaderTimeout
+        let delay = due > now ? due - now : 0
+        slowReaderTimer = loop.schedule(after: .nanoseconds(Int64(delay))) { [weak self] in
+            guard let self else { return }
+            self.slowReaderTimer = nil
+            guard self.state != .closed, self.pending > 0 else { return }
+            if EventLoop.monotonicNanoseconds() &- self.lastProgress >= self.slowReaderTimeout {
+                self.closeNow()
+            } else {
+                self.armSlowReaderCheck()
+            }
+        }
     }
 
     private func writeChunks(iov: UnsafeMutableBufferPointer<iovec>, count: Int) -> Int {
@@ -308,6 +342,8 @@ public final class Connection: IOHandler {
         state = .closed
         if let lingerTimer { loop.cancel(lingerTimer) }
         lingerTimer = nil
+        if let slowReaderTimer { loop.cancel(slowReaderTimer) }
+        slowReaderTimer = nil
         if let timer = tls?.handshakeTimer { loop.cancel(timer) }
         tls?.handshakeTimer = nil
         loop.deregister(fd: fd)
