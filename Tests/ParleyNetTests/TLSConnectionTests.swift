@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 @testable import ParleyNet
 import ParleyTestSupport
@@ -98,8 +99,54 @@ final class TLSConnectionTests: XCTestCase {
             guard case TLSError.configuration = error else { return XCTFail("\(error)") }
         }
     }
+
+    func testSNIPicksTheCertificateForTheNameAndReloadKeepsOpenSessions() throws {
+        let authority = try TestCertificateAuthority()
+        let a = try authority.issue(name: "a.parley.test")
+        let b = try authority.issue(name: "b.parley.test")
+        let wildcard = try authority.issue(name: "*.users.parley.test")
+        let server = try TLSServerContext(certificates: [.init(chainFile: a.certificate, keyFile: a.key),
+                                                         .init(chainFile: b.certificate, keyFile: b.key),
+                                                         .init(chainFile: wildcard.certificate, keyFile: wildcard.key)])
+        let client = try TLSContext.client(caFile: authority.caCertificate)
+        // The client checks the name, so each handshake succeeds only with the right certificate.
+        for name in ["a.parley.test", "b.parley.test", "alice.users.parley.test"] {
+            let session = try server.makeSession()
+            let peer = try TLSConnection(context: client, serverName: name)
+            try peer.start()
+            _ = try pump(peer, session)
+            XCTAssertEqual(peer.state, .established, name)
+        }
+        // An unknown name gets the first certificate (and this client refuses it).
+        let unknown = try TLSConnection(context: client, serverName: "c.parley.test")
+        try unknown.start()
+        XCTAssertThrowsError(try pump(unknown, try server.makeSession()))
+
+        // Reload: the files now hold a new certificate for a; an open session keeps working.
+        let open = try server.makeSession()
+        let openPeer = try TLSConnection(context: client, serverName: "a.parley.test")
+        try openPeer.start()
+        _ = try pump(openPeer, open)
+        let before = server.fingerprints
+        let renewed = try authority.issue(name: "a.parley.test")
+        try FileManager.default.removeItem(atPath: a.certificate)
+        try FileManager.default.copyItem(atPath: renewed.certificate, toPath: a.certificate)
+        try FileManager.default.removeItem(atPath: a.key)
+        try FileManager.default.copyItem(atPath: renewed.key, toPath: a.key)
+        try server.reload()
+        XCTAssertNotEqual(server.fingerprints[0], before[0])
+        XCTAssertEqual(server.fingerprints[1], before[1])
+        try openPeer.send(Array("still here".utf8))
+        XCTAssertEqual(String(decoding: try pump(openPeer, open).server, as: UTF8.self), "still here")
+        // A broken file: the reload fails and the current certificates stay.
+        try "garbage".write(toFile: b.certificate, atomically: true, encoding: .utf8)
+        XCTAssertThrowsError(try server.reload())
+        XCTAssertNotEqual(server.fingerprints[0], before[0])
+        XCTAssertEqual(server.fingerprints[1], before[1])
+    }
 }
 
 extension TLSConnection.State {
     var isFailed: Bool { if case .failed = self { true } else { false } }
+
 }
