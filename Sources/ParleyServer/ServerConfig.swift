@@ -312,7 +312,7 @@ extension ServerConfig {
 extension ServerConfig {
     /// Options of push delivery (docs/push.md).
     static let pushOptions: [ConfigOption] = [
-        ConfigOption("push-gateway-url", env: "PARLEY_PUSH_GATEWAY_URL", default: "", "gorush-compatible push gateway (http://host:port; POST /api/push). Empty = none: push jobs are logged and marked skipped."),
+        ConfigOption("push-gateway-url", env: "PARLEY_PUSH_GATEWAY_URL", default: "", "gorush-compatible push gateway (http://host:port or https://, verified against --tls-ca-file or the system store; POST /api/push). Empty = none: push jobs are logged and marked skipped."),
         ConfigOption("push-bundle-id", env: "PARLEY_PUSH_BUNDLE_ID", default: "", "The iOS app's bundle id: APNs topic of alerts; VoIP pushes use <bundle id>.voip (empty = no topic sent)."),
         ConfigOption("push-title-field", env: "PARLEY_PUSH_TITLE_FIELD", default: "username", "_User field shown as the title of a message push (username when the user has no such field)."),
         ConfigOption("push-message-preview", env: "PARLEY_PUSH_MESSAGE_PREVIEW", default: "true", "Show the message text in pushes; false = \"New message\"."),
