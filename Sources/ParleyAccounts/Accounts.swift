@@ -22,6 +22,8 @@ public final class Accounts: Sendable {
     public let events: AccountEvents
     /// Parse's global config (`/config`).
     public let config: GlobalConfigStore
+    /// `/schemas`: classes, their fields, permissions and indexes.
+    public let schemaEditor: SchemaEditor
 
     /// The SQL function through which other modules' statements learn which ids are users,
     /// `(ids text[]) → SETOF text` (migrations/0009_realtime_devices_contacts.sql): they call it
@@ -42,12 +44,13 @@ public final class Accounts: Sendable {
         let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
         config = GlobalConfigStore()
         roles = RoleStore(capacity: configuration.sessionCacheCapacity)
-        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles)
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles, schemaCache: schemas)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
         users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
         roleWriter = RoleWriter(database: database, objects: objects, roles: roles, events: events)
+        schemaEditor = SchemaEditor(database: database, schemas: schemas, events: events)
     }
 
     /// Runs `body` in one transaction; a thrown error rolls everything back.

@@ -32,6 +32,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidEmailAddress(String)
     /// 135
     case missingRequiredField(String)
+    /// 136: a default field of a class cannot be added, changed or deleted through `/schemas`.
+    case changedImmutableField(String)
     /// 137
     case duplicateValue(String)
     /// 142: a value broke a rule (the password policy).
@@ -48,6 +50,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case sessionMissing(String)
     /// 209
     case invalidSessionToken(String)
+    /// 255: a `/schemas` change that conflicts with the stored schema (Parse Server's bare 255:
+    /// a field that exists or does not, a class that is not empty).
+    case schemaConflict(String)
     /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
     /// Server's `rateLimit` answers ("Too many requests.").
     case tooManyRequests(String)
@@ -70,6 +75,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidACL: 123
         case .invalidEmailAddress: 125
         case .missingRequiredField: 135
+        case .changedImmutableField: 136
         case .duplicateValue: 137
         case .validationFailed: 142
         case .usernameMissing: 200
@@ -78,6 +84,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .emailTaken: 203
         case .sessionMissing: 206
         case .invalidSessionToken: 209
+        case .schemaConflict: 255
         case .tooManyRequests: 100
         }
     }
@@ -91,7 +98,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m):
+             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m), .changedImmutableField(let m),
+             .schemaConflict(let m):
             m
         }
     }

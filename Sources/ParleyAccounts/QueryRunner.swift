@@ -15,19 +15,38 @@ public struct QueryRunner: Sendable {
     }
 
     /// The response body of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows
-    /// written by `RowJSON`.
-    public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// written by `RowJSON`. `access` (class-level permissions) narrows the rows to those its
+    /// pointer fields grant and hides its protected fields.
+    public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        let output = RowOutput(query, auth: auth, access: access)
+        guard let query = Self.constrained(query, auth: auth, access: access) else { return output.body(nil, count: query.count ? 0 : nil) }
         let (rows, count) = try await fetch(query, auth: auth, on: db)
-        return RowOutput(query, auth: auth).body(rows, count: count)
+        return output.body(rows, count: count)
+    }
+
+    /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
+    /// nothing (no session).
+    static func constrained(_ query: ParseQuery, auth: Auth, access: ClassAccess) -> ParseQuery? {
+        guard !access.pointerFields.isEmpty else { return query }
+        guard let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) else { return nil }
+        var constrained = query
+        constrained.where = query.where.map { ["$and": [$0, constraint]] } ?? constraint
+        return constrained
     }
 
     /// `find` without a task, for a query without `count` and a caller on an event loop thread
     /// (an inline HTTP answer): the same statement and the same writer, through one read of
     /// `database`; `completion` runs on that loop, once. Declines (false, `completion` not
     /// called) a `$regex` query: it runs in a transaction of its own on the async path.
-    public func find(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
+    public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
+        // The completion keeps what writing the rows needs, not the whole query.
+        let output = RowOutput(query, auth: auth, access: access)
+        guard let query = Self.constrained(query, auth: auth, access: access) else {
+            completion(.success(output.body(nil, count: nil)))
+            return true
+        }
         let compiled: CompiledQuery?
         do {
             compiled = try select(query, auth: auth)
@@ -35,8 +54,6 @@ public struct QueryRunner: Sendable {
             completion(.failure(error))
             return true
         }
-        // The completion keeps what writing the rows needs, not the whole query.
-        let output = RowOutput(query, auth: auth)
         guard let compiled else {
             completion(.success(output.body(nil, count: nil)))
             return true
@@ -123,15 +140,17 @@ private struct RowOutput {
     let kind: RowJSON.Kind
     let keys: [String]?
     let viewer: Auth
+    let hidden: [String]
 
-    init(_ query: ParseQuery, auth: Auth) {
+    init(_ query: ParseQuery, auth: Auth, access: ClassAccess) {
         kind = RowJSON.Kind(className: query.className)
         keys = query.keys
         viewer = auth
+        hidden = access.protectedFields
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, hidden: hidden)
     }
 }

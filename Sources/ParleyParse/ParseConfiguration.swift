@@ -19,10 +19,14 @@ public struct ParseConfiguration: Sendable {
     public var regexLimit: RegexStatementLimit
     /// Failed logins per account and per client address (`--login-*`).
     public var loginThrottle: LoginThrottle
+    /// Whether a client (not the master key) may create a class by writing to it or reading
+    /// it (`--allow-client-class-creation`); off by default, as Parse Server 7 and later.
+    public var allowClientClassCreation: Bool
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
-                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle()) {
+                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
+                allowClientClassCreation: Bool = false) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -33,5 +37,6 @@ public struct ParseConfiguration: Sendable {
         self.serverURL = serverURL
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
+        self.allowClientClassCreation = allowClientClassCreation
     }
 }

@@ -14,13 +14,13 @@ extension ParseAPI {
             return true
         }
         // Users.
-        route(.post, "/users", on: group, ParseEndpoint { api, q in try await api.signUp(q) })
+        route(.post, "/users", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .create)) { api, q in try await api.signUp(q) })
         route(.get, "/users", on: group, inline: { [self] request, respond in answerFind(request, className: ClassName.user, respond: respond) },
-              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) })
+              ParseEndpoint(classTarget: Self.findTarget(ClassName.user)) { api, q in try await api.find(q, className: ClassName.user) })
         route(.get, "/users/me", on: group, inline: meInline, ParseEndpoint { api, q in try await api.me(q) })
-        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) })
-        route(.put, "/users/:id", on: group, ParseEndpoint { api, q in try await api.updateUser(q, id: q.parameter("id")) })
-        route(.delete, "/users/:id", on: group, ParseEndpoint { api, q in try await api.deleteUser(q, id: q.parameter("id")) })
+        route(.get, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .get)) { api, q in try await api.getUser(q, id: q.parameter("id")) })
+        route(.put, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .update)) { api, q in try await api.updateUser(q, id: q.parameter("id")) })
+        route(.delete, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .delete)) { api, q in try await api.deleteUser(q, id: q.parameter("id")) })
         route(.get, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
         route(.post, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
         route(.post, "/logout", on: group, ParseEndpoint { api, q in try await api.logOut(q) })
@@ -30,28 +30,46 @@ extension ParseAPI {
         route(.get, "/sessions/:id", on: group, ParseEndpoint { api, q in try await api.getSession(q, id: q.parameter("id")) })
         route(.delete, "/sessions/:id", on: group, ParseEndpoint { api, q in try await api.deleteSession(q, id: q.parameter("id")) })
         // Installations.
-        route(.post, "/installations", on: group, ParseEndpoint { api, q in try await api.saveInstallation(q) })
+        route(.post, "/installations", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .create)) { api, q in try await api.saveInstallation(q) })
         route(.get, "/installations", on: group, ParseEndpoint { api, q in try await api.findInstallations(q) })
-        route(.get, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.getInstallation(q, id: q.parameter("id")) })
-        route(.put, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
-        route(.delete, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
+        route(.get, "/installations/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .get)) { api, q in try await api.getInstallation(q, id: q.parameter("id")) })
+        route(.put, "/installations/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .update)) { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
+        route(.delete, "/installations/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .delete)) { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
         // Roles (the same as /classes/_Role).
-        route(.post, "/roles", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: ClassName.role) })
-        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) })
-        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) })
-        route(.put, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) })
-        route(.delete, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.post, "/roles", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .create)) { api, q in try await api.createObject(q, className: ClassName.role) })
+        route(.get, "/roles", on: group, ParseEndpoint(classTarget: Self.findTarget(ClassName.role)) { api, q in try await api.findObjects(q, className: ClassName.role) })
+        route(.get, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .get)) { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.put, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .update)) { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.delete, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .delete)) { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) })
         // Classes (system classes go to their own endpoints).
-        route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) })
+        route(.post, "/classes/:className", on: group, ParseEndpoint(classTarget: Self.classTarget(.create)) { api, q in try await api.createObject(q, className: q.parameter("className")) })
         route(.get, "/classes/:className", on: group,
               inline: { [self] request, respond in answerFind(request, className: request.parameters["className"] ?? "", respond: respond) },
-              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) })
+              ParseEndpoint(classTarget: Self.classFindTarget) { api, q in try await api.findObjects(q, className: q.parameter("className")) })
         route(.get, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint(classTarget: Self.classTarget(.get)) { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) })
         route(.put, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint(classTarget: Self.classTarget(.update)) { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) })
         route(.delete, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint(classTarget: Self.classTarget(.delete)) { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+        // Schemas (master key).
+        route(.get, "/schemas", on: group, ParseEndpoint(requiresMaster: true) { api, q in .ok(try await api.accounts.schemaEditor.list(on: q.db)) })
+        route(.get, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.get(q.parameter("className"), on: q.db))
+        })
+        route(.post, "/schemas", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.create(pathClassName: nil, body: q.object))
+        })
+        route(.post, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.create(pathClassName: q.parameter("className"), body: q.object))
+        })
+        route(.put, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.update(q.parameter("className"), body: q.object))
+        })
+        route(.delete, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            try await api.accounts.schemaEditor.delete(q.parameter("className"))
+            return .ok([:])
+        })
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
         // Config.
@@ -69,6 +87,32 @@ extension ParseAPI {
             group.constant(.get, "/health", response: healthy)
             group.constant(.post, "/health", response: healthy)
         }
+    }
+
+    // MARK: Class-level permissions targets
+
+    /// `operation` on a fixed class.
+    static func target(_ className: String, _ operation: ClassOperation) -> ParseEndpoint.ClassTarget {
+        { _ in (className, [operation]) }
+    }
+
+    /// A find on a fixed class: `find`, plus `count` when counted.
+    static func findTarget(_ className: String) -> ParseEndpoint.ClassTarget {
+        { q in (className, q.counts ? [.find, .count] : [.find]) }
+    }
+
+    /// `operation` on `/classes/:className` (`_Session` has rules of its own).
+    static func classTarget(_ operation: ClassOperation) -> ParseEndpoint.ClassTarget {
+        { q in
+            let className = q.parameter("className")
+            return className == ClassName.session ? nil : (className, [operation])
+        }
+    }
+
+    /// A find on `/classes/:className`.
+    static let classFindTarget: ParseEndpoint.ClassTarget = { q in
+        let className = q.parameter("className")
+        return className == ClassName.session ? nil : (className, q.counts ? [.find, .count] : [.find])
     }
 
     // MARK: Users
@@ -118,7 +162,7 @@ extension ParseAPI {
     }
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        .ok(try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields, keys: try request.fetchKeys(), on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -132,7 +176,7 @@ extension ParseAPI {
 
     /// A find of any class: the one find of the full path (the inline one is `answerFind`).
     func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
-        .ok(try await queries.find(try request.parseQuery(className: className), auth: request.auth, on: request.db))
+        .ok(try await queries.find(try request.parseQuery(className: className), auth: request.auth, access: request.access, on: request.db))
     }
 
     // MARK: Sessions
@@ -202,7 +246,7 @@ extension ParseAPI {
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/_Role/\(id)")])
         default:
-            let created = try await accounts.objects.create(className: className, body: request.object, auth: request.auth, on: request.db)
+            let created = try await accounts.objects.create(className: className, body: request.object, auth: request.auth, access: request.access, on: request.db)
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/\(className)/\(id)")])
         }
@@ -222,7 +266,8 @@ extension ParseAPI {
         case ClassName.installation: return try await getInstallation(request, id: id)
         case ClassName.session: return try await getSession(request, id: id)
         default:
-            return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+            return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, access: request.access,
+                                                      keys: try request.fetchKeys(), on: request.db))
         }
     }
 
@@ -232,7 +277,9 @@ extension ParseAPI {
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
         case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
-        default: return .ok(try await accounts.objects.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
+        default:
+            return .ok(try await accounts.objects.update(className: className, objectId: id, body: request.object, auth: request.auth,
+                                                         access: request.access, on: request.db))
         }
     }
 
@@ -245,7 +292,7 @@ extension ParseAPI {
             try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
             return .empty
         default:
-            try await accounts.objects.delete(className: className, objectId: id, auth: request.auth, on: request.db)
+            try await accounts.objects.delete(className: className, objectId: id, auth: request.auth, access: request.access, on: request.db)
             return .empty
         }
     }
@@ -254,8 +301,8 @@ extension ParseAPI {
 
     /// `GET /serverInfo` (master key): the version and the `features` object SDKs and dashboards
     /// read (Parse Server's `FeaturesRouter`). Each flag says whether Parley serves that
-    /// feature's endpoints: of them it serves `/config` (read and update), not yet `/hooks`,
-    /// `/jobs`, `/scriptlog`, `/push` or `/schemas`.
+    /// feature's endpoints: of them it serves `/config` (read and update) and `/schemas`, not yet `/hooks`,
+    /// `/jobs`, `/scriptlog` or `/push`.
     func serverInfo() -> ParseResponse {
         let no: JSONValue = false
         let features: JSONObject = [
@@ -264,8 +311,8 @@ extension ParseAPI {
             "cloudCode": ["jobs": no],
             "logs": ["level": no, "size": no, "order": no, "until": no, "from": no],
             "push": ["immediatePush": no, "scheduledPush": no, "storedPushData": no, "pushAudiences": no, "localization": no],
-            "schemas": ["addField": no, "removeField": no, "addClass": no, "removeClass": no, "clearAllDataFromClass": no,
-                        "exportClass": no, "editClassLevelPermissions": no, "editPointerPermissions": no],
+            "schemas": ["addField": true, "removeField": true, "addClass": true, "removeClass": true, "clearAllDataFromClass": no,
+                        "exportClass": no, "editClassLevelPermissions": true, "editPointerPermissions": true],
         ]
         return .ok(["features": .object(features), "parseServerVersion": .string(Self.parseServerVersion)])
     }

@@ -86,14 +86,15 @@ public final class ServerRuntime: Sendable {
                                                    regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
-                                                                                window: config.loginFailureWindow)),
+                                                                                window: config.loginFailureWindow),
+                                                   allowClientClassCreation: config.allowClientClassCreation),
                  accounts: accounts, logger: Logger(label: "parse")).register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in
             switch event {
             case .sessionRevoked(let token, let userId): realtime.closeConnections(ofUser: userId, sessionToken: token)
             case .sessionsRevoked(let userId, _, _): realtime.closeConnections(ofUser: userId)
-            case .userChanged, .configChanged, .rolesChanged: break
+            case .userChanged, .configChanged, .rolesChanged, .schemaChanged: break
             }
         }
         if config.enableTestEndpoints {

@@ -44,7 +44,7 @@ final class ServeTests: XCTestCase {
     func testReadyReportsUnavailableDatabase() throws {
         let postgres = try TestPostgres.makePrivate()
         defer { postgres.remove() }
-        let server = try ParleyServerProcess(databaseURL: try postgres.makeDatabase(prefix: "outage"))
+        let server = try ParleyServerProcess(arguments: ["--allow-client-class-creation"], databaseURL: try postgres.makeDatabase(prefix: "outage"))
         let client = try TestHTTPClient(port: server.port)
         let parse = [("X-Parse-Application-Id", "parley")]
         XCTAssertEqual(try client.request("POST", "/parse/classes/Note", headers: parse, json: #"{"n":1}"#).status, 201)

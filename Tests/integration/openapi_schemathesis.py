@@ -282,7 +282,7 @@ def main():
         url = postgres.create_database("openapi")
         server = ParleyServer(url, extra=[
             "--app-id", APP_ID, "--rest-api-key", REST_KEY, "--master-key", MASTER_KEY,
-            "--password-ops-limit", "1", "--password-mem-limit", "1048576",
+            "--password-ops-limit", "1", "--password-mem-limit", "1048576", "--allow-client-class-creation",
             "--turn-uris", "turn:127.0.0.1:3478?transport=udp", "--turn-secret", "schemathesis-turn-secret",
         ]).start()
         base_url = server.http_url
