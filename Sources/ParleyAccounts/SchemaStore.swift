@@ -239,6 +239,8 @@ public final class SchemaStore: Sendable {
 /// What a node keeps of one existing class: its permissions and the options of its fields.
 public struct ClassInfo: Sendable {
     public let permissions: ClassLevelPermissions
+    /// The permissions are Parse's defaults in effect: nothing to enforce (computed once).
+    public let isOpen: Bool
     /// Fields with a `defaultValue`, set on a create that leaves them out.
     public let defaults: [(field: String, value: JSONValue)]
     /// Fields a create must set and an update may not unset (142).
@@ -246,6 +248,7 @@ public struct ClassInfo: Sendable {
 
     init(permissions: ClassLevelPermissions, options: String?) {
         self.permissions = permissions
+        isOpen = permissions.isOpen
         var defaults: [(String, JSONValue)] = []
         var required: [String] = []
         if let options, case .array(let rows)? = try? JSONParser(maxBytes: 4 << 20).parse(options) {

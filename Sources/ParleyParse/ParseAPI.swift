@@ -124,6 +124,7 @@ public final class ParseAPI: Sendable {
             }
             return .unrestricted
         }
+        if info.isOpen { return .unrestricted }
         var access = ClassAccess.unrestricted
         for (position, operation) in target.operations.enumerated() {
             let granted = try info.permissions.access(operation, className: target.className, auth: auth)

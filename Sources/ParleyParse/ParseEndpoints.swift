@@ -96,9 +96,15 @@ extension ParseAPI {
         { _ in (className, [operation]) }
     }
 
-    /// A find on a fixed class: `find`, plus `count` when counted.
+    /// A find on a fixed class: `find`, plus `count` when counted (only `count` with `limit=0`,
+    /// as Parse Server runs no find then).
     static func findTarget(_ className: String) -> ParseEndpoint.ClassTarget {
-        { q in (className, q.counts ? [.find, .count] : [.find]) }
+        { q in (className, findOperations(q)) }
+    }
+
+    static func findOperations(_ q: ParseRequest) -> [ClassOperation] {
+        guard q.counts else { return [.find] }
+        return q.value("limit") == "0" ? [.count] : [.find, .count]
     }
 
     /// `operation` on `/classes/:className` (`_Session` has rules of its own).
@@ -112,7 +118,7 @@ extension ParseAPI {
     /// A find on `/classes/:className`.
     static let classFindTarget: ParseEndpoint.ClassTarget = { q in
         let className = q.parameter("className")
-        return className == ClassName.session ? nil : (className, q.counts ? [.find, .count] : [.find])
+        return className == ClassName.session ? nil : (className, findOperations(q))
     }
 
     // MARK: Users

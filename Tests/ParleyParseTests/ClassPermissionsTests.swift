@@ -44,6 +44,8 @@ final class ClassPermissionsTests: XCTestCase {
         // count: find and count both; alice has both.
         XCTAssertEqual(try h.call("GET", find + query(["count": "1", "limit": "0"]), token: alice.token)["count"] as? Int, 1)
         XCTAssertEqual(try h.call("GET", find + query(["count": "1", "limit": "0"]), master: true)["count"] as? Int, 1)
+        let counting = try h.call("GET", find + query(["count": "1", "limit": "0"]), token: bob.token)
+        XCTAssertEqual(counting["error"] as? String, "Permission denied for action count on class Post.", "limit=0 runs only the count")
         // get: any session.
         XCTAssertEqual(try h.call("GET", "\(find)/\(post)", token: bob.token).status, 200)
         let anonymous = try h.call("GET", "\(find)/\(post)")
