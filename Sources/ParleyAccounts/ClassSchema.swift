@@ -67,8 +67,7 @@ public enum ClassSchema {
             guard let target, !target.isNull else { throw .missingRequiredField("type \(typeValue.string ?? "") needs a class name") }
             guard let targetClass = target.string else { throw .invalidJSON("invalid JSON") }
             guard isValidClassName(targetClass) else { throw invalidClassName(targetClass) }
-            guard typeValue.string == "Pointer" else { throw .incorrectType("invalid field type: Relation (Parley stores no Relation fields yet)") }
-            type = .pointer(targetClass: targetClass)
+            type = typeValue.string == "Pointer" ? .pointer(targetClass: targetClass) : .relation(targetClass: targetClass)
         case .some(let name):
             guard let parsed = ParseFieldType(name: name, targetClass: nil) else { throw .incorrectType("invalid field type: \(name)") }
             type = parsed
@@ -78,9 +77,11 @@ public enum ClassSchema {
         var declaration = FieldDeclaration(name: name, type: type)
         if let required = object["required"] {
             guard let flag = required.bool else { throw .invalidJSON("invalid JSON: required must be a boolean") }
+            if flag, case .relation = type { throw .incorrectType("The 'required' option is not applicable for \(type)") }
             declaration.required = flag
         }
         if let defaultValue = object["defaultValue"], !defaultValue.isNull {
+            if case .relation = type { throw .incorrectType("The 'default value' option is not applicable for \(type)") }
             let (valueType, normalised) = try ParseValue.normalise(defaultValue)
             guard valueType == type else {
                 throw .incorrectType("schema mismatch for \(className).\(name) default value; expected \(type) but got \(valueType.map { "\($0)" } ?? "null")")

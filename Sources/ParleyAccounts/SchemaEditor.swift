@@ -99,6 +99,11 @@ public struct SchemaEditor: Sendable {
                 let geo = deleting.contains { existing[$0]?.type == .geoPoint }
                 _ = try await tx.run("UPDATE objects SET data = data - $2::text[]\(geo ? ", geo = NULL" : "") WHERE class_name = $1 AND data ?| $2::text[]",
                                      [.text(className), .textArray(deleting)])
+                // A Relation's links go too (its join table stays, empty, as Parley creates join tables once).
+                for name in deleting {
+                    guard case .relation = existing[name]?.type else { continue }
+                    _ = try await tx.run("SELECT parley_relation_clear($1)", [.text(RelationWriter.joinTable(field: name, className: className))])
+                }
             }
             try await Self.insert(added, className: className, on: tx)
             if let value = changes.permissions {

@@ -16,6 +16,7 @@ final class ConstantResponse: Sendable {
     private let sendsBodyToHead: Bool
 
     init(_ response: HTTPResponse) {
+        precondition(response.body.bytes != nil, "ConstantResponse: a constant route cannot stream its body")
         self.response = response
         asksToClose = response.headers.containsToken("close", inField: "connection")
         insertsDate = !response.headers.contains("Date")
@@ -49,8 +50,9 @@ final class ConstantResponse: Sendable {
         if insertsDate { dateHeaderLine.withUnsafeBytes { output.append($0) } }
         tails[ConstantResponse.tailIndex(keepAlive: keepAlive, headRequest: headRequest)].withUnsafeBytes { output.append($0) }
         guard headRequest ? sendsBodyToHead : sendsBodyToGet else { return false }
-        guard response.body.count <= inlineBodyLimit else { return true }
-        response.body.withUnsafeBytes { output.append($0) }
+        let body = response.bodyBytes
+        guard body.count <= inlineBodyLimit else { return true }
+        body.withUnsafeBytes { output.append($0) }
         return false
     }
 }

@@ -1,18 +1,27 @@
-/// A response: status, header fields and the complete body.
+/// A response: status, header fields and the body (bytes, or a stream pulled as the socket drains).
 ///
-/// The server adds `Date`, `Content-Length` and `Connection` when it writes the response and
-/// ignores those (and `Transfer-Encoding`) if a handler set them, so framing is always its own.
+/// The server adds `Date`, `Content-Length` (or `Transfer-Encoding: chunked` for a stream of
+/// unknown length) and `Connection` when it writes the response and ignores those if a handler
+/// set them, so framing is always its own.
 /// A response kept in a `static let` is shared, not copied, by every request that returns it.
 public struct HTTPResponse: Sendable {
     public var status: HTTPStatus
     public var headers: HTTPHeaders
-    public var body: [UInt8]
+    public var body: HTTPResponseBody
 
-    public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+    public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: HTTPResponseBody) {
         self.status = status
         self.headers = headers
         self.body = body
     }
+
+    /// A response whose body is `body`, complete.
+    public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.init(status: status, headers: headers, body: .bytes(body))
+    }
+
+    /// The body's bytes when it is not a stream (empty for a stream).
+    public var bodyBytes: [UInt8] { body.bytes ?? [] }
 
     /// A response with a UTF-8 text body (the caller sets Content-Type if it matters).
     public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: String) {

@@ -12,6 +12,7 @@ public enum HTTPResponseSerializer {
     ///   - headRequest: the request was HEAD: `Content-Length` describes the body a GET would get;
     ///     a handler's own `Content-Length` is kept when the body is empty.
     ///   - dateHeaderLine: `Date: …\r\n` from an `HTTPDateCache`.
+    ///   A stream of unknown length gets `Transfer-Encoding: chunked`.
     public static func writeHead(
         _ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, dateHeaderLine: [UInt8], into buffer: inout [UInt8]
     ) {
@@ -26,7 +27,7 @@ public enum HTTPResponseSerializer {
     @inline(__always)
     static func writeHead<Output: ResponseOutput>(
         _ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, dateHeaderLine: [UInt8], fields: SerializedFields? = nil,
-        into output: inout Output
+        closeDelimited: Bool = false, into output: inout Output
     ) {
         let status = response.status
         let switching = status.code == 101
@@ -41,10 +42,18 @@ public enum HTTPResponseSerializer {
         }
         if !hasDate { dateHeaderLine.withUnsafeBytes { output.append($0) } }
         if status.allowsContent {
-            let length = headRequest && response.body.isEmpty ? (handlerContentLength ?? 0) : response.body.count
-            output.append("Content-Length: ")
-            appendDecimal(length, into: &output)
-            output.append("\r\n")
+            let length: Int?
+            switch response.body {
+            case .bytes(let body): length = headRequest && body.isEmpty ? (handlerContentLength ?? 0) : body.count
+            case .stream(let streamLength, _): length = streamLength
+            }
+            if let length {
+                output.append("Content-Length: ")
+                appendDecimal(length, into: &output)
+                output.append("\r\n")
+            } else if !closeDelimited {
+                output.append("Transfer-Encoding: chunked\r\n")
+            }
         }
         if !switching {
             output.append(keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n")
@@ -100,8 +109,30 @@ public enum HTTPResponseSerializer {
 
     /// Whether the body bytes go on the wire after the head.
     public static func sendsBody(_ response: HTTPResponse, headRequest: Bool) -> Bool {
-        !headRequest && response.status.allowsContent && !response.body.isEmpty
+        !headRequest && response.status.allowsContent && response.body.length != 0
     }
+
+    /// `bytes` as one chunk of a chunked body (`size CRLF bytes CRLF`); empty for no bytes.
+    public static func chunk(_ bytes: [UInt8]) -> [UInt8] {
+        guard !bytes.isEmpty else { return [] }
+        var output = ArrayOutput(bytes: [])
+        output.bytes.reserveCapacity(bytes.count + 12)
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var size = bytes.count
+        var hex: [UInt8] = []
+        while size > 0 {
+            hex.append(digits[size & 15])
+            size >>= 4
+        }
+        output.bytes.append(contentsOf: hex.reversed())
+        output.append("\r\n")
+        output.bytes.append(contentsOf: bytes)
+        output.append("\r\n")
+        return output.bytes
+    }
+
+    /// The last chunk of a chunked body, with no trailers.
+    public static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
 
     /// `HTTP/1.1 100 Continue\r\n\r\n`.
     public static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)

@@ -23,10 +23,14 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var upgradePending = false
         /// The answer of a `constant` route (instead of `response`).
         var constant: ConstantResponse?
+        /// The request was HTTP/1.0: a stream of unknown length is sent until the connection closes.
+        var http10 = false
+        /// The body being sent: this slot's head is written and it stays first until the stream ends.
+        var stream: OutgoingStream?
 
         init(
             sequence: UInt64, method: HTTPMethod?, route: Route?, response: HTTPResponse?, keepAlive: Bool, started: UInt64,
-            constant: ConstantResponse? = nil
+            constant: ConstantResponse? = nil, http10: Bool = false
         ) {
             self.sequence = sequence
             self.method = method
@@ -35,10 +39,25 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             self.keepAlive = keepAlive
             self.started = started
             self.constant = constant
+            self.http10 = http10
         }
 
         var isReady: Bool { response != nil || constant != nil }
     }
+
+    /// A streamed response body being written: pulled while the connection's queued output is
+    /// below `streamLowWater`, one chunk at a time.
+    private struct OutgoingStream {
+        let next: @Sendable () async throws -> [UInt8]?
+        /// Bytes still due under a `Content-Length`; nil for a chunked or close-delimited body.
+        var remaining: Int?
+        let chunked: Bool
+        /// A `next()` call is in flight.
+        var pulling = false
+    }
+
+    /// Queued output below which the next chunk of a streamed body is pulled.
+    static let streamLowWater = 256 << 10
 
     /// The request whose head has arrived and whose body is being read.
     private struct Incoming {
@@ -118,6 +137,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     func connectionDidDrain(_ connection: Connection) {
         if parsingPaused { resumeParsingIfPossible() }
+        pullStreamIfPossible()
     }
 
     func connectionDidReceiveEOF(_ connection: Connection) {
@@ -308,6 +328,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
         let method = head.method
         let keepAlive = head.keepAlive
+        let http10 = head.version == .http1_0
         switch match {
         case .notFound, .methodNotAllowed:
             answer(responseForUnrouted(match), sequence: sequence, method: method, route: nil, keepAlive: keepAlive, started: started)
@@ -322,9 +343,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 let taken = attempt(request, HTTPResponder(connection: self, sequence: sequence))
                 attemptSequence = nil
                 if let response = attemptAnswer.take() {
-                    answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started)
+                    answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
                 } else {
-                    slots.append(Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started))
+                    slots.append(Slot(
+                        sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started,
+                        http10: http10))
                 }
                 if taken {
                     parser.reuseHeadMemory(of: request)
@@ -339,9 +362,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
                 let response = handler(request, requestContext)
                 parser.reuseHeadMemory(of: request)
-                answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started)
+                answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
             case .async(let handler), .inlineFirst(_, let handler):
-                enqueue(Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started))
+                enqueue(Slot(
+                    sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started,
+                    http10: http10))
                 runAsync(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext, sequence: sequence)
             case .upgrade(let handler):
                 var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
@@ -382,13 +407,17 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// A request answered at once: written now when nothing precedes it, else queued ready.
-    private func answer(_ response: HTTPResponse, sequence: UInt64, method: HTTPMethod, route: Route?, keepAlive: Bool, started: UInt64) {
+    private func answer(
+        _ response: HTTPResponse, sequence: UInt64, method: HTTPMethod, route: Route?, keepAlive: Bool, started: UInt64, http10: Bool = false
+    ) {
         guard slots.isEmpty else {
-            slots.append(Slot(sequence: sequence, method: method, route: route, response: response, keepAlive: keepAlive, started: started))
+            slots.append(Slot(
+                sequence: sequence, method: method, route: route, response: response, keepAlive: keepAlive, started: started,
+                http10: http10))
             return
         }
         // What `enqueue` and `send` do with a ready slot, without making one.
-        _ = send(response, method: method, route: route, keepAlive: keepAlive, started: started)
+        _ = send(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
         finishWriting()
     }
 
@@ -467,7 +496,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     private func complete(_ sequence: UInt64, _ response: HTTPResponse) {
         guard !closed, !slots.isEmpty, sequence >= slots[0].sequence else { return }
         let index = Int(sequence - slots[0].sequence)
-        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response else { return }
+        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response, slots[index].stream == nil else {
+            return
+        }
         guard index == 0, !slots[0].upgradePending else {
             slots[index].response = response
             if index == 0 { writeReadyResponses() }
@@ -476,7 +507,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         // The front of the queue: written without storing the response in its slot (what
         // `writeReadyResponses` does first), then whatever became ready behind it.
         let first = removeFirstSlot()
-        guard send(response, method: first.method, route: first.route, keepAlive: first.keepAlive, started: first.started) else {
+        guard send(response, sequence: first.sequence, method: first.method, route: first.route, keepAlive: first.keepAlive, started: first.started, http10: first.http10) else {
             finishWriting()
             return
         }
@@ -511,18 +542,103 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return send(constant, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
         }
         guard let response = slot.response else { preconditionFailure("HTTPServerConnection: sending a slot without response") }
-        return send(response, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started)
+        return send(
+            response, sequence: slot.sequence, method: slot.method, route: slot.route, keepAlive: slot.keepAlive, started: slot.started,
+            http10: slot.http10)
     }
 
-    /// `send` for a request answered by `response`.
-    private func send(_ response: HTTPResponse, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64) -> Bool {
+    /// `send` for a request answered by `response`; a streamed body starts here and the
+    /// connection writes nothing else until it ends (false is returned then, with the stream's
+    /// slot first in the queue).
+    private func send(
+        _ response: HTTPResponse, sequence: UInt64, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64,
+        http10: Bool
+    ) -> Bool {
         let last = slots.isEmpty && incoming == nil
         let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
         let asksToClose = fields?.asksToClose ?? response.headers.containsToken("close", inField: "connection")
-        let keepAlive = requested && !(closing && last) && !asksToClose
+        var keepAlive = requested && !(closing && last) && !asksToClose
+        if case .stream(let length, let next) = response.body, response.status.allowsContent {
+            let closeDelimited = length == nil && http10
+            if closeDelimited { keepAlive = false }
+            write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields, closeDelimited: closeDelimited)
+            if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
+            guard method != .head, length != 0 else { return sent(keepAlive: keepAlive) }
+            var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
+            slot.stream = OutgoingStream(next: next, remaining: length, chunked: length == nil && !closeDelimited)
+            slots.insert(slot, at: 0)
+            pullStreamIfPossible()
+            return false
+        }
         write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields)
         if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
         return sent(keepAlive: keepAlive)
+    }
+
+    // MARK: - Streamed responses
+
+    /// Asks the stream first in the queue for its next chunk, unless one is on its way or the
+    /// queued output is at the low-water mark (then `connectionDidDrain` asks again).
+    private func pullStreamIfPossible() {
+        guard !closed, !slots.isEmpty, let stream = slots[0].stream, !stream.pulling,
+              connection.pendingOutboundBytes < HTTPServerConnection.streamLowWater else { return }
+        slots[0].stream?.pulling = true
+        let next = stream.next
+        Task(executorPreference: connection.loop) {
+            let result: Result<[UInt8]?, any Error>
+            do {
+                result = .success(try await next())
+            } catch {
+                result = .failure(error)
+            }
+            self.streamed(result)
+        }
+    }
+
+    /// A chunk (or the end, or an error) of the stream first in the queue.
+    private func streamed(_ result: Result<[UInt8]?, any Error>) {
+        guard connection.loop.inEventLoop else {
+            connection.loop.execute { self.streamed(result) }
+            return
+        }
+        guard !closed, !slots.isEmpty, var stream = slots[0].stream else { return }
+        stream.pulling = false
+        switch result {
+        case .failure(let error):
+            abortStream("\(error)")
+        case .success(nil):
+            if let remaining = stream.remaining, remaining != 0 {
+                abortStream("stream ended \(remaining) bytes short of its Content-Length")
+                return
+            }
+            if stream.chunked { connection.write(HTTPResponseSerializer.lastChunk) }
+            let slot = removeFirstSlot()
+            if sent(keepAlive: slot.keepAlive) {
+                writeReadyResponses()
+            } else {
+                finishWriting()
+            }
+        case .success(let chunk?):
+            if let remaining = stream.remaining {
+                guard chunk.count <= remaining else {
+                    abortStream("stream longer than its Content-Length")
+                    return
+                }
+                stream.remaining = remaining - chunk.count
+            }
+            slots[0].stream = stream
+            connection.write(stream.chunked ? HTTPResponseSerializer.chunk(chunk) : chunk)
+            pullStreamIfPossible()
+        }
+    }
+
+    /// A stream failed after its head went out: the client can only learn it from the connection closing.
+    private func abortStream(_ reason: String) {
+        core.logger.error("response stream failed", [("connection", String(connection.id)), ("error", reason)])
+        closing = true
+        slots.removeAll()
+        incoming = nil
+        connection.close()
     }
 
     /// `send` for a `constant` route's answer.
@@ -558,26 +674,28 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     /// Writes `response`; `fields` are its header fields from the loop's cache, if there.
-    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, fields: SerializedFields?) {
-        let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest)
-        let inlineBody = sendsBody && response.body.count <= 16 << 10
+    /// A streamed body is not written here (only its head).
+    private func write(_ response: HTTPResponse, keepAlive: Bool, headRequest: Bool, fields: SerializedFields?, closeDelimited: Bool = false) {
+        let body = response.bodyBytes
+        let sendsBody = HTTPResponseSerializer.sendsBody(response, headRequest: headRequest) && !body.isEmpty
+        let inlineBody = sendsBody && body.count <= 16 << 10
         var scratch = ScratchOutput(start: context.scratch, capacity: HTTPLoopContext.scratchCapacity)
         HTTPResponseSerializer.writeHead(
             response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
-            into: &scratch)
-        if inlineBody { response.body.withUnsafeBytes { scratch.append($0) } }
+            closeDelimited: closeDelimited, into: &scratch)
+        if inlineBody { body.withUnsafeBytes { scratch.append($0) } }
         if !scratch.overflowed {
             connection.write(scratch.written)
-            if sendsBody && !inlineBody { connection.write(response.body) }
+            if sendsBody && !inlineBody { connection.write(body) }
             return
         }
         // A head too large for the scratch memory.
         var head = ArrayOutput(bytes: [])
         HTTPResponseSerializer.writeHead(
             response, keepAlive: keepAlive, headRequest: headRequest, dateHeaderLine: context.dateCache.headerLine, fields: fields,
-            into: &head)
+            closeDelimited: closeDelimited, into: &head)
         connection.write(head.bytes)
-        if sendsBody { connection.write(response.body) }
+        if sendsBody { connection.write(body) }
     }
 
     private func write(_ constant: ConstantResponse, keepAlive: Bool, headRequest: Bool) {
@@ -590,7 +708,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             return
         }
         connection.write(scratch.written)
-        if bodyLeft { connection.write(constant.response.body) }
+        if bodyLeft { connection.write(constant.response.bodyBytes) }
     }
 
     /// Sends `100 Continue` once the request being read is the first without a response.

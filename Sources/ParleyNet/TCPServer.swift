@@ -17,13 +17,22 @@ public final class TCPServer: Sendable {
         public var maxConnections: Int
         /// Queued output past this closes the connection (a reader that does not keep up).
         public var maxOutboundBytes: Int
+        /// Queued output none of which the peer takes for this long closes the connection (slow reader); zero: never.
+        public var slowReaderTimeout: Duration
+        /// When set, every accepted connection speaks TLS (the handler sees plaintext).
+        public var tls: TLSServerContext?
 
-        public init(host: String = "0.0.0.0", port: Int, backlog: Int = 1024, maxConnections: Int = 100_000, maxOutboundBytes: Int = 4 << 20) {
+        public init(
+            host: String = "0.0.0.0", port: Int, backlog: Int = 1024, maxConnections: Int = 100_000, maxOutboundBytes: Int = 4 << 20,
+            slowReaderTimeout: Duration = .seconds(30), tls: TLSServerContext? = nil
+        ) {
             self.host = host
             self.port = port
             self.backlog = backlog
             self.maxConnections = maxConnections
             self.maxOutboundBytes = maxOutboundBytes
+            self.slowReaderTimeout = slowReaderTimeout
+            self.tls = tls
         }
     }
 
@@ -101,7 +110,8 @@ public final class TCPServer: Sendable {
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let connection = Connection(
             fd: fd, loop: listener.loop, id: TCPServer.nextID.wrappingAdd(1, ordering: .relaxed).oldValue,
-            remoteAddress: remote, readBuffer: listener.readBuffer, maxOutboundBytes: options.maxOutboundBytes)
+            remoteAddress: remote, readBuffer: listener.readBuffer, maxOutboundBytes: options.maxOutboundBytes,
+            slowReaderTimeout: options.slowReaderTimeout)
         connection.handler = makeHandler(connection)
         connection.onClose = { [weak listener, self] closed in
             listener?.connections[closed.id] = nil
@@ -112,6 +122,15 @@ public final class TCPServer: Sendable {
             try connection.activate()
         } catch {
             connection.close(immediately: true)
+            return
+        }
+        if let tls = options.tls {
+            do {
+                connection.startTLS(try tls.makeSession(), handshakeTimeout: tls.handshakeTimeout)
+            } catch {
+                Logger(label: "net").error("cannot start a TLS session", [("error", "\(error)")])
+                connection.close(immediately: true)
+            }
         }
     }
 

@@ -1,4 +1,5 @@
 import ParleyAccounts
+import ParleyCloud
 import ParleyHTTP
 import ParleyJSON
 import ParleyLog
@@ -19,6 +20,8 @@ import Synchronization
 public final class ParseAPI: Sendable {
     public let configuration: ParseConfiguration
     public let accounts: Accounts
+    /// Cloud Code webhooks (`/hooks`, `/functions`, `/jobs`, triggers); nil: those routes 404.
+    public let cloud: CloudCode?
     let logger: Logger
     let queries: QueryRunner
     let authorizer: ParseAuthorizer
@@ -27,11 +30,12 @@ public final class ParseAPI: Sendable {
     private let routeTable = Mutex<RouteTable?>(nil)
 
     /// An API over an existing `Accounts` domain (shared with the admin CLI or other services).
-    public init(configuration: ParseConfiguration, accounts: Accounts, logger: Logger = Logger(label: "parse")) {
+    public init(configuration: ParseConfiguration, accounts: Accounts, cloud: CloudCode? = nil, logger: Logger = Logger(label: "parse")) {
         self.configuration = configuration
         self.accounts = accounts
+        self.cloud = cloud
         self.logger = logger
-        queries = QueryRunner(regexLimit: configuration.regexLimit)
+        queries = QueryRunner(regexLimit: configuration.regexLimit, schemas: accounts.schemas)
         authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions, roles: accounts.roles)
     }
 
@@ -95,19 +99,24 @@ public final class ParseAPI: Sendable {
             method: envelope.method, parameters: parameters, query: request.head.queryParameters, body: envelope.body,
             bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
             baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database,
-            clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer))
+            clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer), headers: request.head.headers)
         return try await run(endpoint, parseRequest)
     }
 
     /// Runs an endpoint for an authorized request: every request and every batch sub-request
-    /// passes here, so per-endpoint rules (the master key requirement, class-level permissions;
-    /// triggers later) apply to both.
+    /// passes here, so per-endpoint rules (the master key requirement, class-level permissions,
+    /// Cloud Code triggers around object writes) apply to both. Permissions come first: a refused
+    /// request runs no trigger.
     func run(_ endpoint: ParseEndpoint, _ request: ParseRequest) async throws -> ParseResponse {
         if endpoint.requiresMaster && !request.auth.isMaster { throw ParseFailure.masterKeyRequired }
-        guard !request.auth.isMaster, let target = endpoint.classTarget?(request) else { return try await endpoint.handler(self, request) }
         var request = request
-        let info = try await accounts.schemas.classInfo(of: target.className, on: request.db)
-        request.access = try classAccess(info, target, auth: request.auth)
+        if !request.auth.isMaster, let target = endpoint.classTarget?(request) {
+            let info = try await accounts.schemas.classInfo(of: target.className, on: request.db)
+            request.access = try classAccess(info, target, auth: request.auth)
+        }
+        if let cloud, let write = endpoint.write {
+            return try await runWithTriggers(endpoint, write, request, cloud: cloud)
+        }
         return try await endpoint.handler(self, request)
     }
 
@@ -161,9 +170,10 @@ public final class ParseAPI: Sendable {
 
     /// `GET {mount}/users/me` answered on the event loop from the session and user caches, or
     /// nil when it needs the full path: the same authorization from memory, and the bytes
-    /// `UserStore.me` answers from the same cache.
+    /// `UserStore.me` answers from the same cache. A query string (`include`, `keys`) takes the
+    /// full path, which shapes the answer.
     public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
-        guard request.method == .get, request.body.isEmpty,
+        guard request.method == .get, request.body.isEmpty, request.head.query == nil,
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true), let session = auth.user,
               let bytes = accounts.users.cache.serialized(session.userId, sessionToken: session.token) else { return nil }
         return render(.ok(bytes), method: .get)
@@ -176,7 +186,7 @@ public final class ParseAPI: Sendable {
     /// words the error), a `$regex` (a transaction of its own), and `_Installation` and
     /// `_Session`, whose finds have rules of their own.
     func answerFind(_ request: HTTPRequest, className: String, respond: HTTPResponder) -> Bool {
-        guard className != ClassName.installation, className != ClassName.session,
+        guard className != ClassName.installation, className != ClassName.session, className != CloudClassName.jobStatus, className != PushClassName.pushStatus,
               request.method == .get, request.body.isEmpty,
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true),
               let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),

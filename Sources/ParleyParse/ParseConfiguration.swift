@@ -22,11 +22,13 @@ public struct ParseConfiguration: Sendable {
     /// Whether a client (not the master key) may create a class by writing to it or reading
     /// it (`--allow-client-class-creation`); off by default, as Parse Server 7 and later.
     public var allowClientClassCreation: Bool
+    /// The Parse push API (`POST /push`); nil: it answers 115 `Missing push configuration`.
+    public var push: ParsePushSettings?
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
                 regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
-                allowClientClassCreation: Bool = false) {
+                push: ParsePushSettings? = nil, allowClientClassCreation: Bool = false) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -38,5 +40,22 @@ public struct ParseConfiguration: Sendable {
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
         self.allowClientClassCreation = allowClientClassCreation
+        self.push = push
+    }
+}
+
+/// How `POST /push` queues its jobs.
+public struct ParsePushSettings: Sendable {
+    /// Installations read and queued per transaction.
+    public var pageSize: Int
+    /// How long a node may page one push before another node takes it over.
+    public var lease: Duration
+    /// Called after each page is committed (wakes the push worker).
+    public var queued: @Sendable () -> Void
+
+    public init(pageSize: Int = 1000, lease: Duration = .seconds(30), queued: @escaping @Sendable () -> Void = {}) {
+        self.pageSize = max(1, min(pageSize, 1000))
+        self.lease = lease
+        self.queued = queued
     }
 }

@@ -104,6 +104,70 @@ final class HTTPTestClient: @unchecked Sendable {
         }
     }
 
+    /// The next response's status line and fields only; the body stays unread.
+    func readHead() throws -> Response {
+        while true {
+            if let end = headEnd() {
+                let head = String(decoding: buffer[0..<end], as: UTF8.self)
+                var lines = head.components(separatedBy: "\r\n")
+                let statusLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
+                guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw Failure.malformed(head) }
+                let headers = lines.map { line -> (name: String, value: String) in
+                    let colon = line.firstIndex(of: ":")!
+                    return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                }
+                buffer.removeFirst(end + 4)
+                return Response(status: status, headers: headers, body: [])
+            }
+            guard try fill() else { throw Failure.closed }
+        }
+    }
+
+    /// Reads and drops `count` body bytes, calling `progress` with the running total now and then.
+    func discard(_ count: Int, progress: (Int) -> Void = { _ in }) throws {
+        var left = count
+        var sinceReport = 0
+        while left > 0 {
+            if buffer.isEmpty { guard try fill() else { throw Failure.closed } }
+            let taken = min(left, buffer.count)
+            buffer.removeFirst(taken)
+            left -= taken
+            sinceReport += taken
+            if sinceReport >= 1 << 20 {
+                sinceReport = 0
+                progress(count - left)
+            }
+        }
+    }
+
+    /// Reads a chunked body to its last chunk, dropping the data; returns the data's length.
+    func discardChunkedBody(progress: (Int) -> Void = { _ in }) throws -> Int {
+        var total = 0
+        while true {
+            let line = try readLine()
+            guard let size = Int(line.split(separator: ";")[0], radix: 16) else { throw Failure.malformed(line) }
+            if size == 0 {
+                guard try readLine().isEmpty else { throw Failure.malformed("trailers") }
+                return total
+            }
+            try discard(size)
+            guard try readLine().isEmpty else { throw Failure.malformed("chunk end") }
+            total += size
+            progress(total)
+        }
+    }
+
+    private func readLine() throws -> String {
+        while true {
+            if let index = buffer.firstIndex(of: 10), index > 0, buffer[index - 1] == 13 {
+                let line = String(decoding: buffer[0..<(index - 1)], as: UTF8.self)
+                buffer.removeFirst(index + 1)
+                return line
+            }
+            guard try fill() else { throw Failure.closed }
+        }
+    }
+
     /// Exactly `count` raw bytes (after any buffered ones).
     func readBytes(_ count: Int) throws -> [UInt8] {
         while buffer.count < count {

@@ -89,8 +89,8 @@ final class InlineFirstRouteTests: XCTestCase {
         let request = HTTPRequest(head: try HTTPRequestHead(method: .head, target: "/x"))
         let answered = Mutex<HTTPResponse?>(nil)
         XCTAssertTrue(attempt(request, HTTPResponder { response in answered.withLock { $0 = response } }))
-        XCTAssertEqual(answered.withLock { $0?.body }, Array("inline".utf8))
+        XCTAssertEqual(answered.withLock { $0?.bodyBytes }, Array("inline".utf8))
         let response = try await handler(request, RequestContext(loop: try EventLoop(index: 0)))
-        XCTAssertEqual(response.body, Array("async".utf8))
+        XCTAssertEqual(response.bodyBytes, Array("async".utf8))
     }
 }

@@ -80,7 +80,7 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(table.routes.map(\.pattern), ["/parse/classes/:className", "/parse/users", "/plain", "/health"])
 
         let classResponse = try await run(table, .get, "/parse/classes/GameScore")
-        XCTAssertEqual(String(decoding: classResponse.body, as: UTF8.self), "class GameScore")
+        XCTAssertEqual(String(decoding: classResponse.bodyBytes, as: UTF8.self), "class GameScore")
         XCTAssertEqual(classResponse.headers.values("X-Tag"), ["outer", "parse"])
         XCTAssertEqual(classResponse.headers.values("X-Trail"), ["parse", "outer"], "responses unwind innermost first")
 
@@ -94,7 +94,7 @@ final class RouterTests: XCTestCase {
             return XCTFail("inline route")
         }
         let request = HTTPRequest(head: try HTTPRequestHead(method: .get, target: "/health"))
-        XCTAssertEqual(inline(request, RequestContext(loop: try Self.loop())).body, Array("ok".utf8))
+        XCTAssertEqual(inline(request, RequestContext(loop: try Self.loop())).bodyBytes, Array("ok".utf8))
     }
 
     func testMiddlewareCanAnswerEarly() async throws {
@@ -109,7 +109,7 @@ final class RouterTests: XCTestCase {
         let denied = try await run(table, .get, "/private/x")
         XCTAssertEqual(denied.status, .unauthorized)
         let allowed = try await run(table, .get, "/private/x", headers: ["Authorization": "yes"])
-        XCTAssertEqual(allowed.body, Array("secret".utf8))
+        XCTAssertEqual(allowed.bodyBytes, Array("secret".utf8))
     }
 
     func testPatternsAreCanonical() {

@@ -238,7 +238,7 @@ final class ParseCachedMeTests: XCTestCase {
         XCTAssertNil(h.api.cachedMe(good), "the user is not cached before the first full request")
         XCTAssertEqual(try h.call("GET", "/parse/users/me", token: alice.token).status, 200)
         let response = try XCTUnwrap(h.api.cachedMe(good))
-        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(response.bodyBytes)) as? [String: Any])
         XCTAssertEqual(json["username"] as? String, "alice")
         XCTAssertEqual(json["sessionToken"] as? String, alice.token)
         XCTAssertNil(h.api.cachedMe(try request([("X-Parse-Application-Id", "other"), ("X-Parse-Session-Token", alice.token)])))

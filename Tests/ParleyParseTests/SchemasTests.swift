@@ -28,7 +28,7 @@ final class SchemasTests: XCTestCase {
         let h = try await ParseHarness(allowClientClassCreation: false)
         let created = try h.call("POST", "/parse/schemas/Game", body: [
             "className": "Game",
-            "fields": ["score": ["type": "Number"], "owner": ["type": "Pointer", "targetClass": "_User"],
+            "fields": ["score": ["type": "Number"], "owner": ["type": "Pointer", "targetClass": "_User"], "fans": ["type": "Relation", "targetClass": "_User"],
                        "title": ["type": "String", "required": true], "level": ["type": "Number", "defaultValue": 1]],
             "indexes": ["score_1": ["score": 1], "owner_title": ["owner": 1, "title": -1]],
         ], master: true)
@@ -38,6 +38,7 @@ final class SchemasTests: XCTestCase {
         XCTAssertEqual(fields["objectId"]?["type"] as? String, "String")
         XCTAssertEqual(fields["ACL"]?["type"] as? String, "ACL")
         XCTAssertEqual(fields["owner"]?["targetClass"] as? String, "_User")
+        XCTAssertEqual(fields["fans"]?["type"] as? String, "Relation")
         XCTAssertEqual(fields["title"]?["required"] as? Bool, true)
         XCTAssertEqual(fields["level"]?["defaultValue"] as? Int, 1)
         let permissions = try XCTUnwrap(created["classLevelPermissions"] as? [String: Any])
@@ -74,6 +75,7 @@ final class SchemasTests: XCTestCase {
         XCTAssertEqual(try code("POST", "/parse/schemas/A", ["fields": ["x": ["type": "Number", "defaultValue": "one"]]]), 111)
         XCTAssertEqual(try code("POST", "/parse/schemas/A", ["fields": ["x": ["type": "GeoPoint"], "y": ["type": "GeoPoint"]]]), 111)
         XCTAssertEqual(try code("POST", "/parse/schemas/A", ["fields": ["x": "String"]]), 107)
+        XCTAssertEqual(try code("POST", "/parse/schemas/A", ["fields": ["x": ["type": "Relation", "targetClass": "_User", "required": true]]]), 111)
         XCTAssertEqual(try code("POST", "/parse/schemas/A", ["indexes": ["i": ["nope": 1]]]), 102, "index on a missing field")
         XCTAssertEqual(try h.call("GET", "/parse/schemas/A", master: true).code, 103, "nothing was left of the refused creates")
         XCTAssertEqual(try h.call("GET", "/parse/schemas/Missing", master: true)["error"] as? String, "Class Missing does not exist.")

@@ -14,3 +14,10 @@ INSERT INTO parse_classes (class_name) SELECT DISTINCT class_name FROM objects O
 -- A field's options from `/schemas`: `required` and `defaultValue` (Parse's field options).
 ALTER TABLE class_schemas ADD COLUMN required boolean NOT NULL DEFAULT false;
 ALTER TABLE class_schemas ADD COLUMN default_value jsonb CHECK (pg_column_size(default_value) <= 65536);
+-- Empties a Relation field's join table when `/schemas` deletes the field (no-op without one).
+CREATE OR REPLACE FUNCTION parley_relation_clear(join_table text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF to_regclass(format('%I', join_table)) IS NOT NULL THEN
+        EXECUTE format('DELETE FROM %I', join_table);
+    END IF;
+END $$;

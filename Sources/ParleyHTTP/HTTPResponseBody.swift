@@ -1,0 +1,41 @@
+/// The body of a response: bytes known in full, or a stream the server pulls as the socket drains.
+public enum HTTPResponseBody: Sendable {
+    case bytes([UInt8])
+    /// Pulled chunk by chunk as the socket drains; nil ends it. length nil → chunked encoding.
+    case stream(length: Int?, next: @Sendable () async throws -> [UInt8]?)
+
+    /// The body's length when known in advance (a stream without a length: nil).
+    public var length: Int? {
+        switch self {
+        case .bytes(let bytes): bytes.count
+        case .stream(let length, _): length
+        }
+    }
+
+    /// The bytes of a `.bytes` body; nil for a stream.
+    public var bytes: [UInt8]? {
+        if case .bytes(let bytes) = self { return bytes }
+        return nil
+    }
+
+    /// The whole body: a stream is read to its end, at most `limit` bytes (past it `HTTPBodyTooLarge`).
+    public func collect(upTo limit: Int = .max) async throws -> [UInt8] {
+        switch self {
+        case .bytes(let bytes):
+            guard bytes.count <= limit else { throw HTTPBodyTooLarge(limit: limit) }
+            return bytes
+        case .stream(_, let next):
+            var collected: [UInt8] = []
+            while let chunk = try await next() {
+                guard chunk.count <= limit - collected.count else { throw HTTPBodyTooLarge(limit: limit) }
+                collected.append(contentsOf: chunk)
+            }
+            return collected
+        }
+    }
+}
+
+/// A body longer than the limit it was collected with.
+public struct HTTPBodyTooLarge: Error, Equatable {
+    public let limit: Int
+}
