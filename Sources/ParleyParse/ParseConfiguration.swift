@@ -22,13 +22,15 @@ public struct ParseConfiguration: Sendable {
     /// Whether a client (not the master key) may create a class by writing to it or reading
     /// it (`--allow-client-class-creation`); off by default, as Parse Server 7 and later.
     public var allowClientClassCreation: Bool
+    /// The pages mailed links lead to (verification, password reset).
+    public var pages: AccountPages
     /// The Parse push API (`POST /push`); nil: it answers 115 `Missing push configuration`.
     public var push: ParsePushSettings?
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
                 regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
-                push: ParsePushSettings? = nil, allowClientClassCreation: Bool = false) {
+                pages: AccountPages = AccountPages(), push: ParsePushSettings? = nil, allowClientClassCreation: Bool = false) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -40,6 +42,7 @@ public struct ParseConfiguration: Sendable {
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
         self.allowClientClassCreation = allowClientClassCreation
+        self.pages = pages
         self.push = push
     }
 }
