@@ -160,7 +160,12 @@ public final class SchemaStore: Sendable {
             WITH inserted AS (INSERT INTO parse_classes (class_name) VALUES ($1) ON CONFLICT DO NOTHING RETURNING class_name)
             SELECT pg_notify($2, $3) FROM inserted
             """, [.text(className), .text(AccountEvents.channel), .text(AccountEvent.schemaChanged(className: className).payload)])
-        if !rows.isEmpty { invalidate(className: className) }
+        guard !rows.isEmpty else { return }
+        invalidate(className: className)
+        // Just created, with Parse's defaults: known without reading it back (once committed).
+        if !(db is PostgresTransaction) {
+            put(ClassInfo(permissions: .defaults, options: nil), for: className, since: classes.withLock { $0.generation })
+        }
     }
 
     private func put(_ permissions: ClassInfo?, for className: String, since generation: Int) {
