@@ -152,6 +152,33 @@ final class ClassPermissionsTests: XCTestCase {
         await h.shutdown()
     }
 
+    func testIncludedTargetsAreReadUnderTheirClassPermissions() async throws {
+        let h = try await ParseHarness()
+        let alice = try h.signUp("alice"), bob = try h.signUp("bob")
+        XCTAssertEqual(try h.call("POST", "/parse/schemas/Card", body: [
+            "fields": ["owner": ["type": "Pointer", "targetClass": "_User"], "secret": ["type": "String"], "name": ["type": "String"]],
+            "classLevelPermissions": ["find": [:], "get": [:], "count": [:], "create": [:], "update": [:], "delete": [:], "addField": [:],
+                                      "readUserFields": ["owner"], "protectedFields": ["*": ["secret"]]],
+        ], master: true).status, 200)
+        XCTAssertEqual(try h.call("POST", "/parse/schemas/Locked", body: ["classLevelPermissions": ["create": [:]]], master: true).status, 200)
+        let mine = try XCTUnwrap(try h.call("POST", "/parse/classes/Card", body: ["owner": pointer("_User", alice.id), "secret": "s", "name": "a"], master: true)["objectId"] as? String)
+        let theirs = try XCTUnwrap(try h.call("POST", "/parse/classes/Card", body: ["owner": pointer("_User", bob.id), "secret": "s", "name": "b"], master: true)["objectId"] as? String)
+        let locked = try XCTUnwrap(try h.call("POST", "/parse/classes/Locked", body: [:], master: true)["objectId"] as? String)
+        for (card, hand) in [(mine, "mine"), (theirs, "theirs")] {
+            XCTAssertEqual(try h.call("POST", "/parse/classes/Hand", body: ["label": hand, "card": pointer("Card", card), "box": pointer("Locked", locked)]).status, 201)
+        }
+        let hands = results(try h.call("GET", "/parse/classes/Hand" + query(["include": "card", "order": "label"]), token: alice.token)) ?? []
+        let cards = hands.map { $0["card"] as? [String: Any] ?? [:] }
+        XCTAssertEqual(cards.map { $0["__type"] as? String }, ["Object", nil], "bob's card is not alice's to read: left out, as any unreadable target")
+        XCTAssertEqual(cards.first?["name"] as? String, "a")
+        XCTAssertNil(cards.first?["secret"], "protected in the included object too")
+        let refused = try h.call("GET", "/parse/classes/Hand" + query(["include": "box"]), token: alice.token)
+        XCTAssertEqual(refused.code, 119, "\(refused.json ?? "")")
+        XCTAssertEqual(refused["error"] as? String, "Permission denied for action get on class Locked.")
+        XCTAssertEqual(results(try h.call("GET", "/parse/classes/Hand" + query(["include": "box,card"]), master: true))?.count, 2)
+        await h.shutdown()
+    }
+
     func testClientsCreateNoClassesUnlessAllowed() async throws {
         let h = try await ParseHarness(allowClientClassCreation: false)
         let user = try h.signUp("alice")
