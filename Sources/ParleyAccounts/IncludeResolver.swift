@@ -86,7 +86,8 @@ struct IncludeResolver {
         guard let rows = try await runner.rows(query, auth: auth, on: db) else { return [] }
         let excluded = shape.excludedKeys(under: path).filter { !Self.alwaysSelected.contains($0) }
         var targets: [(String, JSONValue)] = []
-        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys, hidden: hidden) {
+        let relations = try await runner.relationFields(className, on: db)
+        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys, relations: relations, hidden: hidden) {
             guard let id = object["objectId"]?.string else { continue }
             for key in excluded { object[key] = nil }
             if className == ClassName.user && !auth.isMaster {
@@ -101,9 +102,10 @@ struct IncludeResolver {
     }
 
     /// Rows as JSON objects, written by `RowJSON` for `viewer`.
-    static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, viewer: Auth, keys: [String]?, hidden: [String] = []) -> [JSONObject] {
+    static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, viewer: Auth, keys: [String]?,
+                        relations: [SchemaStore.RelationField] = [], hidden: [String] = []) -> [JSONObject] {
         guard let rows, !rows.isEmpty else { return [] }
-        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, hidden: hidden)
+        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
         var objects: [JSONObject] = []
         objects.reserveCapacity(rows.count)
         var bytes: [UInt8] = []

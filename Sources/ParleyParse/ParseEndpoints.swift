@@ -16,9 +16,11 @@ extension ParseAPI {
         // Users.
         route(.post, "/users", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .create)) { api, q in try await api.signUp(q) }.writing(.create, ClassName.user))
         route(.get, "/users", on: group, inline: { [self] request, respond in answerFind(request, className: ClassName.user, respond: respond) },
-              ParseEndpoint(classTarget: Self.findTarget(ClassName.user)) { api, q in try await api.find(q, className: ClassName.user) })
+              ParseEndpoint(classTarget: Self.findTarget(ClassName.user)) { api, q in try await api.find(q, className: ClassName.user) }.reading(.find, ClassName.user))
         route(.get, "/users/me", on: group, inline: meInline, ParseEndpoint { api, q in try await api.me(q) })
-        route(.get, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .get)) { api, q in try await api.getUser(q, id: q.parameter("id")) })
+        route(.get, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .get)) { api, q in
+            try await api.getUser(q, id: q.parameter("id"))
+        }.reading(.get, ClassName.user))
         route(.put, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .update)) { api, q in
             try await api.updateUser(q, id: q.parameter("id"))
         }.writing(.update, ClassName.user))
@@ -43,10 +45,12 @@ extension ParseAPI {
         route(.post, "/roles", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .create)) { api, q in
             try await api.createObject(q, className: ClassName.role)
         }.writing(.create, ClassName.role))
-        route(.get, "/roles", on: group, ParseEndpoint(classTarget: Self.findTarget(ClassName.role)) { api, q in try await api.findObjects(q, className: ClassName.role) })
+        route(.get, "/roles", on: group, ParseEndpoint(classTarget: Self.findTarget(ClassName.role)) { api, q in
+            try await api.findObjects(q, className: ClassName.role)
+        }.reading(.find, ClassName.role))
         route(.get, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .get)) { api, q in
             try await api.getObject(q, className: ClassName.role, id: q.parameter("id"))
-        })
+        }.reading(.get, ClassName.role))
         route(.put, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .update)) { api, q in
             try await api.updateObject(q, className: ClassName.role, id: q.parameter("id"))
         }.writing(.update, ClassName.role))
@@ -59,9 +63,11 @@ extension ParseAPI {
         }.writing(.create))
         route(.get, "/classes/:className", on: group,
               inline: { [self] request, respond in answerFind(request, className: request.parameters["className"] ?? "", respond: respond) },
-              ParseEndpoint(classTarget: Self.classFindTarget) { api, q in try await api.findObjects(q, className: q.parameter("className")) })
+              ParseEndpoint(classTarget: Self.classFindTarget) { api, q in try await api.findObjects(q, className: q.parameter("className")) }.reading(.find))
         route(.get, "/classes/:className/:id", on: group,
-              ParseEndpoint(classTarget: Self.classTarget(.get)) { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint(classTarget: Self.classTarget(.get)) { api, q in
+                  try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id"))
+              }.reading(.get))
         route(.put, "/classes/:className/:id", on: group,
               ParseEndpoint(classTarget: Self.classTarget(.update)) { api, q in
                   try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id"))
@@ -171,9 +177,15 @@ extension ParseAPI {
         }
         let attempt = try configuration.loginThrottle.begin(account: username ?? email, address: request.clientAddress)
         do {
+            let table = try await cloud?.hooks.table()
+            var before: (@Sendable (String) async throws(ParseError) -> Void)?
+            if let url = table?.url(of: .beforeLogin, on: ClassName.user) {
+                before = { [self] (userId: String) async throws(ParseError) -> Void in try await runBeforeLogin(url, userId: userId, request) }
+            }
             let user = try await accounts.users.logIn(username: username, email: email, password: password,
-                                                      installationId: request.auth.installationId, on: request.db)
+                                                      installationId: request.auth.installationId, beforeSession: before, on: request.db)
             configuration.loginThrottle.succeeded(attempt)
+            if let url = table?.url(of: .afterLogin, on: ClassName.user) { try await queueAfterLogin(url, user: user, request) }
             return .ok(user)
         } catch let error as ParseError where error.code == ParseError.invalidLogin.code {
             throw error
