@@ -23,6 +23,27 @@ enum ACLSQL {
         return " AND \(column) && \(builder.bind(.textArray(auth.permissionKeys)))"
     }
 
+    /// ` AND (…)` for class-level pointer permissions: one of `fields` (a `_User` pointer, or an
+    /// array holding one) points to the viewer; with no session nothing matches. Empty without
+    /// fields. The same test the query compiler makes for `{field: pointer}`.
+    static func pointerFilter(_ fields: [String], auth: Auth, builder: inout SQLBuilder) -> String {
+        guard !fields.isEmpty else { return "" }
+        guard let userId = auth.userId else { return " AND FALSE" }
+        let pointer = builder.bind(.json(ParseValue.pointer(className: ClassName.user, objectId: userId).serialized()))
+        let tests = fields.map { field in
+            let key = builder.bind(.text(field))
+            return "data -> \(key)::text @> \(pointer)::jsonb OR data -> \(key)::text @> jsonb_build_array(\(pointer)::jsonb)"
+        }
+        return " AND (" + tests.joined(separator: " OR ") + ")"
+    }
+
+    /// The `where` constraint of the same pointer permissions, for a find: nil without fields.
+    static func pointerConstraint(_ fields: [String], userId: String) -> JSONValue? {
+        guard !fields.isEmpty else { return nil }
+        let pointer = ParseValue.pointer(className: ClassName.user, objectId: userId)
+        return ["$or": .array(fields.map { .object([$0: pointer]) })]
+    }
+
     /// The `geo` value for a GeoPoint being set.
     static func geo(latitude: Double, longitude: Double, builder: inout SQLBuilder) -> String {
         "ll_to_earth(\(builder.bind(.double(latitude))), \(builder.bind(.double(longitude))))"

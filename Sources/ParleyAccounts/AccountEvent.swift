@@ -23,6 +23,8 @@ public enum AccountEvent: Sendable, Equatable {
     case configChanged
     /// A role or a role's membership changed: every user's cached roles are stale.
     case rolesChanged
+    /// `/schemas` changed a class (fields, permissions, indexes, dropped): its cached schema is stale.
+    case schemaChanged(className: String)
 
     /// The NOTIFY payload.
     var payload: String {
@@ -38,6 +40,8 @@ public enum AccountEvent: Sendable, Equatable {
             object = ["event": "configChanged"]
         case .rolesChanged:
             object = ["event": "rolesChanged"]
+        case .schemaChanged(let className):
+            object = ["event": "schemaChanged", "className": .string(className)]
         }
         return object.serialized()
     }
@@ -48,6 +52,10 @@ public enum AccountEvent: Sendable, Equatable {
         switch value["event"]?.string {
         case "configChanged": self = .configChanged; return
         case "rolesChanged": self = .rolesChanged; return
+        case "schemaChanged":
+            guard let className = value["className"]?.string else { return nil }
+            self = .schemaChanged(className: className)
+            return
         default: break
         }
         guard let user = value["user"]?.string else { return nil }
@@ -77,9 +85,11 @@ public final class AccountEvents: Sendable {
     let userCache: UserCache
     let configCache: GlobalConfigStore
     let roleCache: RoleStore
+    let schemaCache: SchemaStore
 
-    init(sessionCache: SessionCache, userCache: UserCache, configCache: GlobalConfigStore, roleCache: RoleStore) {
+    init(sessionCache: SessionCache, userCache: UserCache, configCache: GlobalConfigStore, roleCache: RoleStore, schemaCache: SchemaStore) {
         self.roleCache = roleCache
+        self.schemaCache = schemaCache
         self.sessionCache = sessionCache
         self.userCache = userCache
         self.configCache = configCache
@@ -111,6 +121,8 @@ public final class AccountEvents: Sendable {
             configCache.invalidate()
         case .rolesChanged:
             roleCache.invalidate()
+        case .schemaChanged(let className):
+            schemaCache.invalidate(className: className)
         }
         for observer in observers.withLock({ $0 }) { observer(event) }
     }
@@ -128,6 +140,7 @@ public final class AccountEvents: Sendable {
         sessionCache.suspend()
         configCache.setListening(false)
         roleCache.setListening(false)
+        schemaCache.setListening(false)
         loop.execute { [self] in
             let listener = PostgresListener(loop: loop, configuration: configuration, logger: logger) { [self] notification in
                 apply(payload: notification.payload)
@@ -137,11 +150,13 @@ public final class AccountEvents: Sendable {
                 userCache.removeAll()
                 configCache.setListening(false)
                 roleCache.setListening(false)
+                schemaCache.setListening(false)
             }
             listener.onListening = { [self] in
                 userCache.removeAll()
                 configCache.setListening(true)
                 roleCache.setListening(true)
+                schemaCache.setListening(true)
                 sessionCache.resume()
             }
             listener.listen(Self.channel)

@@ -24,6 +24,8 @@ public final class Accounts: Sendable {
     public let events: AccountEvents
     /// Parse's global config (`/config`).
     public let config: GlobalConfigStore
+    /// `/schemas`: classes, their fields, permissions and indexes.
+    public let schemaEditor: SchemaEditor
     /// Email verification and password reset mails and links.
     public let emails: AccountEmails
 
@@ -50,7 +52,7 @@ public final class Accounts: Sendable {
         let userCache = UserCache(capacity: configuration.sessionCacheCapacity, ttlMilliseconds: configuration.userCacheTTLMilliseconds)
         config = GlobalConfigStore()
         roles = RoleStore(capacity: configuration.sessionCacheCapacity)
-        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles)
+        events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles, schemaCache: schemas)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
         users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles,
                           authData: authData)
@@ -59,6 +61,7 @@ public final class Accounts: Sendable {
         installations = InstallationStore(schemas: schemas)
         relations = RelationWriter(database: database, objects: objects)
         roleWriter = RoleWriter(relations: relations, roles: roles, events: events)
+        schemaEditor = SchemaEditor(database: database, schemas: schemas, events: events)
     }
 
     /// Runs `body` in one transaction; a thrown error rolls everything back.

@@ -68,16 +68,26 @@ struct IncludeResolver {
     }
 
     /// The objects `ids` of `className` the reader may read, as included objects
-    /// (`"__type":"Object"`, `className`), reduced by the shape's keys under `path`. The one
-    /// read of include targets: class-level permissions join here.
+    /// (`"__type":"Object"`, `className`), reduced by the shape's keys under `path` and by the
+    /// class's permissions. The one read of include targets.
     func fetchTargets(className: String, ids: [String], path: [String], on db: any SQLExecutor) async throws(ParseError) -> [(String, JSONValue)] {
         let idList = JSONValue.array(ids.map { .string($0) })
-        let query = ParseQuery(className: className, where: ["objectId": ["$in": idList]], limit: ids.count, keys: shape.keys(under: path))
+        var query = ParseQuery(className: className, where: ["objectId": ["$in": idList]], limit: ids.count, keys: shape.keys(under: path))
+        // The target class's permissions, as Parse Server runs the include as a `get` on it: a
+        // refusal fails the request (119), pointer permissions narrow the targets, protected
+        // fields are hidden.
+        var hidden: [String] = []
+        if !auth.isMaster, let schemas = runner.schemas, let info = try await schemas.classInfo(of: className, on: db), !info.isOpen {
+            let access = try info.permissions.access(.get, className: className, auth: auth)
+            hidden = access.protectedFields
+            guard let constrained = QueryRunner.constrained(query, auth: auth, access: access) else { return [] }
+            query = constrained
+        }
         guard let rows = try await runner.rows(query, auth: auth, on: db) else { return [] }
         let excluded = shape.excludedKeys(under: path).filter { !Self.alwaysSelected.contains($0) }
         var targets: [(String, JSONValue)] = []
         let relations = try await runner.relationFields(className, on: db)
-        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys, relations: relations) {
+        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys, relations: relations, hidden: hidden) {
             guard let id = object["objectId"]?.string else { continue }
             for key in excluded { object[key] = nil }
             if className == ClassName.user && !auth.isMaster {
@@ -93,9 +103,9 @@ struct IncludeResolver {
 
     /// Rows as JSON objects, written by `RowJSON` for `viewer`.
     static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, viewer: Auth, keys: [String]?,
-                        relations: [SchemaStore.RelationField] = []) -> [JSONObject] {
+                        relations: [SchemaStore.RelationField] = [], hidden: [String] = []) -> [JSONObject] {
         guard let rows, !rows.isEmpty else { return [] }
-        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations)
+        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
         var objects: [JSONObject] = []
         objects.reserveCapacity(rows.count)
         var bytes: [UInt8] = []

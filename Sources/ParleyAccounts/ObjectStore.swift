@@ -18,10 +18,23 @@ public struct ObjectStore: Sendable {
         }
     }
 
-    /// Creates an object: returns `{objectId, createdAt}`.
-    public func create(className: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    /// Creates an object: returns `{objectId, createdAt}`. The class's field defaults fill what
+    /// `body` leaves out, its required fields must be set (142), and `access` may refuse new
+    /// fields (`addField`). The first object of a class creates it.
+    public func create(className: String, body: JSONObject, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         try Self.validate(className: className)
+        var body = body
+        if let info = try await schemas.classInfo(of: className, on: db) {
+            for (field, value) in info.defaults where body[field] == nil || body[field]?.isNull == true || body[field]?["__op"]?.string == "Delete" {
+                body[field] = value
+            }
+            for field in info.required where body[field] == nil || body[field]?.isNull == true || body[field]?["__op"]?.string == "Delete" {
+                throw ParseError.validationFailed("\(field) is required")
+            }
+        }
         let plan = try WritePlan(body: body, isCreate: true)
+        try await schemas.checkNewFields(className: className, plan.fieldTypes.map(\.field), addField: access.addField, on: db)
+        try await schemas.registerClass(className, on: db)
         try await schemas.resolve(className: className, record: plan.fieldTypes, on: db)
         let acl: ACL? = plan.acl ?? nil
         let (readers, writers) = ACLSQL.permissions(acl)
@@ -52,23 +65,34 @@ public struct ObjectStore: Sendable {
         throw ParseError.internalError("could not allocate a unique objectId")
     }
 
-    /// One object as JSON, if readable by `auth`; 101 otherwise.
-    public func get(className: String, objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// One object as JSON, if readable by `auth` (and by `access`'s pointer permissions, without
+    /// its protected fields); 101 otherwise.
+    public func get(className: String, objectId: String, auth: Auth, access: ClassAccess = .unrestricted, keys: [String]? = nil,
+                    on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         try Self.validate(className: className)
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
-            + ACLSQL.filter("rperm", auth: auth, builder: &builder)
+            + ACLSQL.filter("rperm", auth: auth, builder: &builder) + ACLSQL.pointerFilter(access.pointerFields, auth: auth, builder: &builder)
         let rows = try await db.run(sql, builder.params, readOnly: true)
         let relations = rows.isEmpty ? [] : try await schemas.relationFields(className: className, on: db)
-        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys, relations: relations) else { throw ParseError.objectNotFound }
+        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys, relations: relations, hidden: access.protectedFields) else {
+            throw ParseError.objectNotFound
+        }
         return object
     }
 
     /// Applies an update body atomically (one UPDATE; operations are jsonb expressions on the
     /// current row). 101 when missing or not writable. Returns `{updatedAt}` plus operation results.
-    public func update(className: String, objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    public func update(className: String, objectId: String, body: JSONObject, auth: Auth, access: ClassAccess = .unrestricted,
+                       on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         try Self.validate(className: className)
+        if let info = try await schemas.classInfo(of: className, on: db) {
+            for field in info.required where body[field]?.isNull == true || body[field]?["__op"]?.string == "Delete" {
+                throw ParseError.validationFailed("\(field) is required")
+            }
+        }
         let plan = try WritePlan(body: body, isCreate: false)
+        let adding = try await schemas.checkNewFields(className: className, plan.fieldTypes.map(\.field), addField: access.addField, on: db)
         let types = try await schemas.resolve(className: className, record: plan.fieldTypes, lookup: plan.clearedFields, on: db)
         var builder = SQLBuilder()
         var assignments: [String] = []
@@ -78,17 +102,19 @@ public struct ObjectStore: Sendable {
         let now = UTCTime.nowMilliseconds()
         assignments += plan.updateAssignments(types: types, now: now, builder: &builder)
         let sql = "UPDATE objects SET \(assignments.joined(separator: ", ")) WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
-            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + ACLSQL.pointerFilter(access.pointerFields, auth: auth, builder: &builder)
+            + ACLSQL.pointerFilter(adding, auth: auth, builder: &builder) + " RETURNING data"
         guard let row = try await db.run(sql, builder.params).first else { throw ParseError.objectNotFound }
         return plan.updateResponse(row, now: now)
     }
 
-    /// Deletes an object if writable by `auth`; 101 otherwise.
-    public func delete(className: String, objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
+    /// Deletes an object if writable by `auth` (and by `access`'s pointer permissions); 101 otherwise.
+    public func delete(className: String, objectId: String, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) {
         try Self.validate(className: className)
         var builder = SQLBuilder()
         let sql = "DELETE FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
-            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING object_id"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + ACLSQL.pointerFilter(access.pointerFields, auth: auth, builder: &builder)
+            + " RETURNING object_id"
         guard !(try await db.run(sql, builder.params)).isEmpty else { throw ParseError.objectNotFound("Object not found for delete.") }
     }
 }

@@ -34,6 +34,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidEmailAddress(String)
     /// 135
     case missingRequiredField(String)
+    /// 136: a default field of a class cannot be added, changed or deleted through `/schemas`.
+    case changedImmutableField(String)
     /// 137
     case duplicateValue(String)
     /// 141: Cloud Code failed (a webhook's error, or a webhook that could not be called).
@@ -60,6 +62,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case accountAlreadyLinked(String)
     /// 209
     case invalidSessionToken(String)
+    /// 255: a `/schemas` change that conflicts with the stored schema (Parse Server's bare 255:
+    /// a field that exists or does not, a class that is not empty).
+    case schemaConflict(String)
     /// 252: an unknown or disabled authData provider.
     case unsupportedService(String)
     /// -1 (Parse's OTHER_CAUSE).
@@ -87,6 +92,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidACL: 123
         case .invalidEmailAddress: 125
         case .missingRequiredField: 135
+        case .changedImmutableField: 136
         case .duplicateValue: 137
         case .scriptFailed: 141
         case .validationFailed: 142
@@ -100,6 +106,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sessionMissing: 206
         case .accountAlreadyLinked: 208
         case .invalidSessionToken: 209
+        case .schemaConflict: 255
         case .unsupportedService: 252
         case .tooManyRequests: 100
         case .otherCause: -1
@@ -117,7 +124,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
              .emailMissing(let m), .emailNotFound(let m), .otherCause(let m), .sessionMissing(let m), .accountAlreadyLinked(let m),
              .invalidSessionToken(let m), .unsupportedService(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m),
-             .pushMisconfigured(let m):
+             .pushMisconfigured(let m), .changedImmutableField(let m), .schemaConflict(let m):
             m
         }
     }

@@ -19,17 +19,30 @@ public struct QueryRunner: Sendable {
     }
 
     /// The response body of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows
-    /// written by `RowJSON`.
+    /// written by `RowJSON`. `access` (class-level permissions) narrows the rows to those its
+    /// pointer fields grant and hides its protected fields.
     /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
-    public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        let output = RowOutput(query, auth: auth, access: access)
+        guard let query = Self.constrained(query, auth: auth, access: access) else { return output.body(nil, count: query.count ? 0 : nil) }
         let (rows, count) = try await fetch(query, auth: auth, on: db)
         let relations = try await relationFields(query.className, on: db)
-        if query.shape.isPlain { return RowOutput(query, auth: auth, relations: relations).body(rows, count: count) }
-        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys, relations: relations)
+        if query.shape.isPlain { return RowOutput(query, auth: auth, access: access, relations: relations).body(rows, count: count) }
+        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys,
+                                              relations: relations, hidden: access.protectedFields)
         try await IncludeResolver(runner: self, shape: query.shape, auth: auth).apply(&results, on: db)
         return IncludeResolver.body(results, count: count)
     }
 
+    /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
+    /// nothing (no session).
+    static func constrained(_ query: ParseQuery, auth: Auth, access: ClassAccess) -> ParseQuery? {
+        guard !access.pointerFields.isEmpty else { return query }
+        guard let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) else { return nil }
+        var constrained = query
+        constrained.where = query.where.map { ["$and": [$0, constraint]] } ?? constraint
+        return constrained
+    }
     /// One object's JSON (a single-object GET, `/users/me`) shaped by `shape`: top-level `keys`
     /// (`sessionToken` kept), `excludeKeys` and includes, exactly as a find shapes its rows.
     public func shape(_ object: [UInt8], shape: ReadShape, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
@@ -64,10 +77,10 @@ public struct QueryRunner: Sendable {
     /// `database`; `completion` runs on that loop, once. Declines (false, `completion` not
     /// called) a `$regex` query, which runs in a transaction of its own on the async path, and a
     /// query with includes, dotted `keys` or `excludeKeys` (more statements after the first).
-    public func find(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
+    public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
-        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty { return false }
+        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty { return false }
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
         var relations: [SchemaStore.RelationField] = []
@@ -84,7 +97,7 @@ public struct QueryRunner: Sendable {
             return true
         }
         // The completion keeps what writing the rows needs, not the whole query.
-        let output = RowOutput(query, auth: auth, relations: relations)
+        let output = RowOutput(query, auth: auth, access: access, relations: relations)
         guard let compiled else {
             completion(.success(output.body(nil, count: nil)))
             return true
@@ -187,17 +200,19 @@ private struct RowOutput {
     let kind: RowJSON.Kind
     let keys: [String]?
     let viewer: Auth
+    let hidden: [String]
     let relations: [SchemaStore.RelationField]
 
-    init(_ query: ParseQuery, auth: Auth, relations: [SchemaStore.RelationField]) {
+    init(_ query: ParseQuery, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
         kind = RowJSON.Kind(className: query.className)
         keys = query.keys
         viewer = auth
+        hidden = access.protectedFields
         self.relations = relations
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
     }
 }

@@ -31,41 +31,41 @@ public struct RelationWriter: Sendable {
     }
 
     /// Creates an object of a user-defined class with its relation changes.
-    public func create(className: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    public func create(className: String, body: JSONObject, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var body = body
         var types: [(field: String, type: ParseFieldType)] = []
         let changes = try Self.take(&body, className: className, types: &types)
-        guard !changes.isEmpty || !types.isEmpty else { return try await objects.create(className: className, body: body, auth: auth, on: db) }
+        guard !changes.isEmpty || !types.isEmpty else { return try await objects.create(className: className, body: body, auth: auth, access: access, on: db) }
         let object = body, recorded = types
         return try await atomically(db) { db throws(ParseError) in
             try ObjectStore.validate(className: className)
             try await objects.schemas.resolve(className: className, record: recorded, on: db)
-            let created = try await objects.create(className: className, body: object, auth: auth, on: db)
+            let created = try await objects.create(className: className, body: object, auth: auth, access: access, on: db)
             try await apply(changes, owner: created["objectId"]?.string ?? "", on: db)
             return created
         }
     }
 
     /// Updates an object the viewer may write (101 otherwise), then its relations.
-    public func update(className: String, objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    public func update(className: String, objectId: String, body: JSONObject, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var body = body
         var types: [(field: String, type: ParseFieldType)] = []
         let changes = try Self.take(&body, className: className, types: &types)
-        guard !changes.isEmpty || !types.isEmpty else { return try await objects.update(className: className, objectId: objectId, body: body, auth: auth, on: db) }
+        guard !changes.isEmpty || !types.isEmpty else { return try await objects.update(className: className, objectId: objectId, body: body, auth: auth, access: access, on: db) }
         let object = body, recorded = types
         return try await atomically(db) { db throws(ParseError) in
             try ObjectStore.validate(className: className)
             try await objects.schemas.resolve(className: className, record: recorded, on: db)
-            let updated = try await objects.update(className: className, objectId: objectId, body: object, auth: auth, on: db)
+            let updated = try await objects.update(className: className, objectId: objectId, body: object, auth: auth, access: access, on: db)
             try await apply(changes, owner: objectId, on: db)
             return updated
         }
     }
 
     /// Deletes an object the viewer may write (101 otherwise) and the join rows it owns.
-    public func delete(className: String, objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
+    public func delete(className: String, objectId: String, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) {
         try await atomically(db) { db throws(ParseError) in
-            try await objects.delete(className: className, objectId: objectId, auth: auth, on: db)
+            try await objects.delete(className: className, objectId: objectId, auth: auth, access: access, on: db)
             try await deleteOwned(className: className, objectId: objectId, on: db)
         }
     }

@@ -32,6 +32,9 @@ struct RowJSON {
     private let viewer: Auth
     /// With a `keys` list: those keys plus the members Parse always returns. Nil: every member.
     private let wanted: Set<String>?
+    /// Fields class-level permissions hide from the viewer (`protectedFields`); a user reading
+    /// its own `_User` row sees them.
+    private var hidden: Set<String>
     /// Positions of the columns read, resolved once for every row of a result.
     private let objectID, createdAt, updatedAt, acl, data: Int?
     private let username, email, emailVerified, authData: Int?
@@ -51,13 +54,14 @@ struct RowJSON {
     /// Members every row keeps whatever `keys` says.
     private static let alwaysReturned: Set<String> = ["objectId", "createdAt", "updatedAt", "ACL", "sessionToken"]
 
-    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = []) {
+    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = [], hidden: [String] = []) {
         self.kind = kind
         self.viewer = viewer
+        self.hidden = Set(hidden)
         let wanted = keys.map { Set($0).union(Self.alwaysReturned) }
         self.wanted = wanted
         var members: [UInt8] = []
-        for relation in relations where wanted?.contains(relation.field) ?? true {
+        for relation in relations where (wanted?.contains(relation.field) ?? true) && !hidden.contains(relation.field) {
             members.append(UInt8(ascii: ","))
             JSONSerializer.writeString(relation.field, into: &members)
             members.append(contentsOf: #":{"__type":"Relation","className":"#.utf8)
@@ -87,23 +91,24 @@ struct RowJSON {
     }
 
     /// The first row as a JSON object for `viewer`, reduced to `keys` when given; nil without rows.
-    static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = []) -> [UInt8]? {
+    static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = [],
+                       hidden: [String] = []) -> [UInt8]? {
         guard let row = rows.first else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
-        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations).write(row, into: &bytes)
+        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden).write(row, into: &bytes)
         return bytes
     }
 
     /// A find's response body: `{"results":[…]}` plus `"count"` when counted (`rows` nil when
     /// `limit` was 0).
     static func results(_ kind: Kind, _ rows: PostgresRows?, count: Int?, viewer: Auth, keys: [String]?,
-                        relations: [SchemaStore.RelationField] = []) -> [UInt8] {
+                        relations: [SchemaStore.RelationField] = [], hidden: [String] = []) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 512)
         bytes.append(#"{"results":["#)
         if let rows, !rows.isEmpty {
-            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations)
+            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
             for (position, row) in rows.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
                 writer.write(row, into: &bytes)
@@ -121,6 +126,11 @@ struct RowJSON {
     /// Writes one row as a JSON object.
     func write(_ row: PostgresRow, into bytes: inout [UInt8]) {
         let objectIdCell = cell(row, objectID)
+        if !hidden.isEmpty, kind == .user, Self.cell(objectIdCell, equals: viewer.userId) {
+            var own = self
+            own.hidden = []
+            return own.write(row, into: &bytes)
+        }
         bytes.append(#"{"objectId":"#)
         Self.appendString(objectIdCell, to: &bytes)
         switch kind {
@@ -137,7 +147,7 @@ struct RowJSON {
     }
 
     private func wants(_ member: String) -> Bool {
-        wanted?.contains(member) ?? true
+        (wanted?.contains(member) ?? true) && (hidden.isEmpty || !hidden.contains(member))
     }
 
     private func writeUser(_ row: PostgresRow, objectId: PostgresCell?, into bytes: inout [UInt8]) {
@@ -242,7 +252,7 @@ struct RowJSON {
                 guard let utf8 else { return nil }
                 return JSONObjectText.forEachMember(utf8) { rawKey, value in
                     let key = MemberKey(rawKey)
-                    guard !written(key), wanted.map({ key.isIn($0) }) ?? true else { return }
+                    guard !written(key), wanted.map({ key.isIn($0) }) ?? true, hidden.isEmpty || !key.isIn(hidden) else { return }
                     bytes.append(#",""#)
                     bytes.append(contentsOf: rawKey)
                     bytes.append(#"":"#)

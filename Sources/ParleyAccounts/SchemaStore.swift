@@ -1,12 +1,26 @@
+import ParleyJSON
 import ParleyPostgres
 import Synchronization
 
-/// Per-class field types (`class_schemas`): recorded on a field's first write, then enforced.
+/// Per-class field types (`class_schemas`): recorded on a field's first write, then enforced;
+/// and which classes exist, with their class-level permissions (`parse_classes`).
 ///
-/// A recorded type never changes, so known types are cached for the life of the process (valid
-/// on every node). Checking a write costs no database round trip once its fields are known.
+/// Known types and permissions are cached per node. Only `/schemas` changes them once recorded
+/// (a field deleted, permissions set, a class dropped); it announces the change
+/// (`AccountEvent.schemaChanged`) and every node drops that class from its caches. While the
+/// node may miss such announcements nothing new is cached. Checking a write costs no database
+/// round trip once its fields are known.
 public final class SchemaStore: Sendable {
     private let cache = Mutex<[String: [String: ParseFieldType]]>([:])
+    /// The permissions of classes known to exist, and whether changes are heard.
+    private struct ClassCache {
+        /// A class known to exist, or known not to (`nil`): the first object of a class announces it.
+        var permissions: [String: ClassInfo?] = [:]
+        var listening = true
+        /// Counts invalidations: an answer read before one is not cached after it.
+        var generation = 0
+    }
+    private let classes = Mutex(ClassCache())
     /// Every class's Relation fields, read in one statement and trusted for `relationFieldsTTL`
     /// (another node may add one): reads answer `{"__type":"Relation"}` for each.
     private let relations = Mutex<RelationSnapshot?>(nil)
@@ -69,7 +83,7 @@ public final class SchemaStore: Sendable {
                 relations.withLock { $0 = nil }
             }
             // Inside a transaction the rows may still roll back: cache only committed knowledge.
-            if !(db is PostgresTransaction) {
+            if !(db is PostgresTransaction) && classes.withLock({ $0.listening }) {
                 cache.withLock { classes in
                 if classes[className] == nil && classes.count >= Self.maxCachedClasses { classes.removeAll() }
                 classes[className, default: [:]].merge(loaded) { _, b in b }
@@ -79,6 +93,30 @@ public final class SchemaStore: Sendable {
         var result: [String: ParseFieldType] = [:]
         for field in lookup { if let type = known[field] { result[field] = type } }
         return result
+    }
+
+    /// Applies the `addField` permission to a write of `fields`: nothing when allowed; when
+    /// refused, the refusal if one of them is not a field of the class yet. Returns the pointer
+    /// fields an update that adds a field must also match (empty when none are added).
+    @discardableResult
+    public func checkNewFields(className: String, _ fields: [String], addField: ClassAccess.AddField, on db: any SQLExecutor) async throws(ParseError) -> [String] {
+        if case .allowed = addField { return [] }
+        guard !fields.isEmpty else { return [] }
+        var known = cache.withLock { $0[className] ?? [:] }
+        if let fixed = builtIn[className] { known.merge(fixed) { a, _ in a } }
+        var unknown = fields.filter { known[$0] == nil }
+        if !unknown.isEmpty {
+            let rows = try await db.run("SELECT field FROM class_schemas WHERE class_name = $1 AND field = ANY($2::text[])",
+                                        [.text(className), .textArray(unknown)], readOnly: true)
+            let stored = Set(rows.compactMap { $0[0].text })
+            unknown.removeAll { stored.contains($0) }
+        }
+        guard !unknown.isEmpty else { return [] }
+        switch addField {
+        case .allowed: return []
+        case .denied(let error): throw error
+        case .pointerFields(let fields): return fields
+        }
     }
 
     /// The class's Relation fields as this node last read them (nil before the first read), and
@@ -148,6 +186,81 @@ public final class SchemaStore: Sendable {
     /// Forgets cached types (tests; after a class is dropped by hand).
     public func reset() {
         cache.withLock { $0.removeAll() }
+        classes.withLock { state in
+            state.permissions.removeAll()
+            state.generation &+= 1
+        }
+    }
+
+    // MARK: Classes
+
+    /// The permissions and field options of `className`, nil when the class does not exist.
+    public func classInfo(of className: String, on db: any SQLExecutor) async throws(ParseError) -> ClassInfo? {
+        if let cached = cachedClassInfo(of: className) { return cached }
+        let generation = classes.withLock { $0.generation }
+        let rows = try await db.run("""
+            SELECT c.permissions::text, (SELECT json_agg(json_build_array(s.field, s.required, s.default_value) ORDER BY s.field)::text
+                FROM class_schemas s WHERE s.class_name = c.class_name AND (s.required OR s.default_value IS NOT NULL))
+            FROM parse_classes c WHERE c.class_name = $1
+            """, [.text(className)], readOnly: true)
+        let info = rows.first.map { ClassInfo(permissions: Self.decodePermissions($0[0].text), options: $0[1].text) }
+        if !(db is PostgresTransaction) { put(info, for: className, since: generation) }
+        return info
+    }
+
+    /// The cached class of `className`: `.some(nil)` when known not to exist, nil when not cached
+    /// (the inline answers decline).
+    @inline(__always)
+    public func cachedClassInfo(of className: String) -> ClassInfo?? {
+        classes.withLock { $0.permissions[className] }
+    }
+
+    /// Records that `className` exists (a client's first write creates it, as Parse Server's
+    /// `enforceClassExists`): one statement the first time on this node, none after.
+    /// A class created so is announced to every node (`AccountEvent.schemaChanged`, sent with the
+    /// insert), since nodes cache that a class does not exist.
+    public func registerClass(_ className: String, on db: any SQLExecutor) async throws(ParseError) {
+        if case .some(.some) = cachedClassInfo(of: className) { return }
+        let rows = try await db.run("""
+            WITH inserted AS (INSERT INTO parse_classes (class_name) VALUES ($1) ON CONFLICT DO NOTHING RETURNING class_name)
+            SELECT pg_notify($2, $3) FROM inserted
+            """, [.text(className), .text(AccountEvents.channel), .text(AccountEvent.schemaChanged(className: className).payload)])
+        guard !rows.isEmpty else { return }
+        invalidate(className: className)
+        // Just created, with Parse's defaults: known without reading it back (once committed).
+        if !(db is PostgresTransaction) {
+            put(ClassInfo(permissions: .defaults, options: nil), for: className, since: classes.withLock { $0.generation })
+        }
+    }
+
+    private func put(_ permissions: ClassInfo?, for className: String, since generation: Int) {
+        classes.withLock { state in
+            guard state.listening, state.generation == generation else { return }
+            if state.permissions.count >= Self.maxCachedClasses { state.permissions.removeAll() }
+            state.permissions[className] = permissions
+        }
+    }
+
+    static func decodePermissions(_ text: String?) -> ClassLevelPermissions {
+        guard let text, let object = (try? JSONParser(maxBytes: 1 << 20).parse(text))?.object else { return .defaults }
+        return ClassLevelPermissions(stored: object)
+    }
+
+    /// Drops what this node knows of `className` (a `/schemas` change on some node).
+    func invalidate(className: String) {
+        cache.withLock { _ = $0.removeValue(forKey: className) }
+        classes.withLock { state in
+            state.permissions.removeValue(forKey: className)
+            state.generation &+= 1
+        }
+    }
+
+    /// Stops (false) or resumes (true) caching, with empty caches either way.
+    func setListening(_ listening: Bool) {
+        cache.withLock { $0.removeAll() }
+        classes.withLock { state in
+            state = ClassCache(permissions: [:], listening: listening, generation: state.generation &+ 1)
+        }
         relations.withLock { $0 = nil }
     }
 
@@ -191,5 +304,32 @@ public final class SchemaStore: Sendable {
         guard expected == got else {
             throw .incorrectType("schema mismatch for \(className).\(field); expected \(expected) but got \(got)")
         }
+    }
+}
+
+/// What a node keeps of one existing class: its permissions and the options of its fields.
+public struct ClassInfo: Sendable {
+    public let permissions: ClassLevelPermissions
+    /// The permissions are Parse's defaults in effect: nothing to enforce (computed once).
+    public let isOpen: Bool
+    /// Fields with a `defaultValue`, set on a create that leaves them out.
+    public let defaults: [(field: String, value: JSONValue)]
+    /// Fields a create must set and an update may not unset (142).
+    public let required: [String]
+
+    init(permissions: ClassLevelPermissions, options: String?) {
+        self.permissions = permissions
+        isOpen = permissions.isOpen
+        var defaults: [(String, JSONValue)] = []
+        var required: [String] = []
+        if let options, case .array(let rows)? = try? JSONParser(maxBytes: 4 << 20).parse(options) {
+            for row in rows {
+                guard let field = row[0]?.string else { continue }
+                if row[1]?.bool == true { required.append(field) }
+                if let value = row[2], !value.isNull { defaults.append((field, value)) }
+            }
+        }
+        self.defaults = defaults
+        self.required = required
     }
 }

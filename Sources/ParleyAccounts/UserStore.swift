@@ -305,11 +305,11 @@ public struct UserStore: Sendable {
         return SessionUserJSON(user: bytes)
     }
 
-    /// One user as JSON, if readable by `auth`; 101 otherwise.
-    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// One user as JSON, if readable by `auth`, without the `hidden` (protected) fields unless it is the reader; 101 otherwise.
+    public func get(objectId: String, auth: Auth, hidden: [String] = [], keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let user = RowJSON.object(.user, try await db.run(sql, builder.params, readOnly: true), viewer: auth, keys: keys) else {
+        guard let user = RowJSON.object(.user, try await db.run(sql, builder.params, readOnly: true), viewer: auth, keys: keys, hidden: hidden) else {
             throw ParseError.objectNotFound
         }
         return user

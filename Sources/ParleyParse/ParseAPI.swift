@@ -104,10 +104,16 @@ public final class ParseAPI: Sendable {
     }
 
     /// Runs an endpoint for an authorized request: every request and every batch sub-request
-    /// passes here, so per-endpoint rules (the master key requirement, Cloud Code triggers
-    /// around object writes; class-level permissions later) apply to both.
+    /// passes here, so per-endpoint rules (the master key requirement, class-level permissions,
+    /// Cloud Code triggers around object writes) apply to both. Permissions come first: a refused
+    /// request runs no trigger.
     func run(_ endpoint: ParseEndpoint, _ request: ParseRequest) async throws -> ParseResponse {
         if endpoint.requiresMaster && !request.auth.isMaster { throw ParseFailure.masterKeyRequired }
+        var request = request
+        if !request.auth.isMaster, let target = endpoint.classTarget?(request) {
+            let info = try await accounts.schemas.classInfo(of: target.className, on: request.db)
+            request.access = try classAccess(info, target, auth: request.auth)
+        }
         if let cloud, let write = endpoint.write {
             return try await runWithTriggers(endpoint, write, request, cloud: cloud)
         }
@@ -115,6 +121,28 @@ public final class ParseAPI: Sendable {
             return try await runWithFindTriggers(endpoint, read, request, cloud: cloud)
         }
         return try await endpoint.handler(self, request)
+    }
+
+    /// The class-level permissions step (the one place they are decided, for `run` and the inline
+    /// finds): what `auth` (not master) may do with `target`'s class, whose stored schema is
+    /// `info` (nil: the class does not exist). 119 for a class that does not exist unless clients
+    /// may create classes (`allowClientClassCreation`), as Parse Server's
+    /// `validateClientClassCreation`; then each operation's permission (119, or 101 for
+    /// `requiresAuthentication`). The first operation's constraints are the request's.
+    func classAccess(_ info: ClassInfo?, _ target: (className: String, operations: [ClassOperation]), auth: Auth) throws(ParseError) -> ClassAccess {
+        guard let info else {
+            guard configuration.allowClientClassCreation || ClassName.isSystem(target.className) else {
+                throw ParseError.operationForbidden("This user is not allowed to access non-existent class: \(target.className)")
+            }
+            return .unrestricted
+        }
+        if info.isOpen { return .unrestricted }
+        var access = ClassAccess.unrestricted
+        for (position, operation) in target.operations.enumerated() {
+            let granted = try info.permissions.access(operation, className: target.className, auth: auth)
+            if position == 0 { access = granted }
+        }
+        return access
     }
 
     /// The endpoint and parameters of a request head in the router's table; nil for an
@@ -171,8 +199,16 @@ public final class ParseAPI: Sendable {
         if let cloud {
             guard let table = cloud.hooks.cachedTable(), !table.hasFindTriggers(on: className) else { return false }
         }
+        // Class-level permissions from the cached schema, as `run` decides them; a class not
+        // cached, or a refusal, takes the full path (which words the error).
+        var access = ClassAccess.unrestricted
+        if !auth.isMaster {
+            guard let cached = accounts.schemas.cachedClassInfo(of: className),
+                  let granted = try? classAccess(cached, (className, [.find]), auth: auth) else { return false }
+            access = granted
+        }
         // The completion keeps the class name for the error log, not the request.
-        return queries.find(query, auth: auth, on: accounts.database) { [self] result in
+        return queries.find(query, auth: auth, access: access, on: accounts.database) { [self] result in
             switch result {
             case .success(let bytes):
                 respond(render(.ok(bytes), method: .get))

@@ -19,6 +19,9 @@ public struct ParseConfiguration: Sendable {
     public var regexLimit: RegexStatementLimit
     /// Failed logins per account and per client address (`--login-*`).
     public var loginThrottle: LoginThrottle
+    /// Whether a client (not the master key) may create a class by writing to it or reading
+    /// it (`--allow-client-class-creation`); off by default, as Parse Server 7 and later.
+    public var allowClientClassCreation: Bool
     /// The pages mailed links lead to (verification, password reset).
     public var pages: AccountPages
     /// The Parse push API (`POST /push`); nil: it answers 115 `Missing push configuration`.
@@ -27,7 +30,7 @@ public struct ParseConfiguration: Sendable {
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
                 regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
-                pages: AccountPages = AccountPages(), push: ParsePushSettings? = nil) {
+                pages: AccountPages = AccountPages(), push: ParsePushSettings? = nil, allowClientClassCreation: Bool = false) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -38,6 +41,7 @@ public struct ParseConfiguration: Sendable {
         self.serverURL = serverURL
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
+        self.allowClientClassCreation = allowClientClassCreation
         self.pages = pages
         self.push = push
     }

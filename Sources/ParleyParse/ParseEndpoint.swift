@@ -1,10 +1,17 @@
+import ParleyAccounts
+
 /// What one route of the Parse API runs once its request is authorized. Registered once, as its
 /// route's payload (`Route.payload`), so that batch sub-requests and the `_method` form find it
 /// in the router's table like any request.
 struct ParseEndpoint: Sendable {
     typealias Handler = @Sendable (ParseAPI, ParseRequest) async throws -> ParseResponse
+    /// The class a request acts on and the operations it runs there (a counting find runs
+    /// `find` and `count`), for class-level permissions; nil for endpoints outside them.
+    typealias ClassTarget = @Sendable (ParseRequest) -> (className: String, operations: [ClassOperation])?
 
     let handler: Handler
+    /// What `ParseAPI.run` checks class-level permissions for.
+    var classTarget: ClassTarget?
     /// False for login, which ignores a session token (as Parse Server).
     var readsSession = true
     /// Only the master key may call it (403 otherwise, as Parse Server's `serverInfo`).
@@ -15,8 +22,9 @@ struct ParseEndpoint: Sendable {
     /// The read it makes, for Cloud Code's beforeFind/afterFind (nil: none).
     var read: ParseRead?
 
-    init(readsSession: Bool = true, requiresMaster: Bool = false, _ handler: @escaping Handler) {
+    init(readsSession: Bool = true, requiresMaster: Bool = false, classTarget: ClassTarget? = nil, _ handler: @escaping Handler) {
         self.handler = handler
+        self.classTarget = classTarget
         self.readsSession = readsSession
         self.requiresMaster = requiresMaster
     }

@@ -14,13 +14,19 @@ extension ParseAPI {
             return true
         }
         // Users.
-        route(.post, "/users", on: group, ParseEndpoint { api, q in try await api.signUp(q) }.writing(.create, ClassName.user))
+        route(.post, "/users", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .create)) { api, q in try await api.signUp(q) }.writing(.create, ClassName.user))
         route(.get, "/users", on: group, inline: { [self] request, respond in answerFind(request, className: ClassName.user, respond: respond) },
-              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) }.reading(.find, ClassName.user))
+              ParseEndpoint(classTarget: Self.findTarget(ClassName.user)) { api, q in try await api.find(q, className: ClassName.user) }.reading(.find, ClassName.user))
         route(.get, "/users/me", on: group, inline: meInline, ParseEndpoint { api, q in try await api.me(q) })
-        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) }.reading(.get, ClassName.user))
-        route(.put, "/users/:id", on: group, ParseEndpoint { api, q in try await api.updateUser(q, id: q.parameter("id")) }.writing(.update, ClassName.user))
-        route(.delete, "/users/:id", on: group, ParseEndpoint { api, q in try await api.deleteUser(q, id: q.parameter("id")) }.writing(.delete, ClassName.user))
+        route(.get, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .get)) { api, q in
+            try await api.getUser(q, id: q.parameter("id"))
+        }.reading(.get, ClassName.user))
+        route(.put, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .update)) { api, q in
+            try await api.updateUser(q, id: q.parameter("id"))
+        }.writing(.update, ClassName.user))
+        route(.delete, "/users/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.user, .delete)) { api, q in
+            try await api.deleteUser(q, id: q.parameter("id"))
+        }.writing(.delete, ClassName.user))
         route(.get, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
         route(.post, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
         route(.post, "/logout", on: group, ParseEndpoint { api, q in try await api.logOut(q) })
@@ -30,28 +36,64 @@ extension ParseAPI {
         route(.get, "/sessions/:id", on: group, ParseEndpoint { api, q in try await api.getSession(q, id: q.parameter("id")) })
         route(.delete, "/sessions/:id", on: group, ParseEndpoint { api, q in try await api.deleteSession(q, id: q.parameter("id")) })
         // Installations.
-        route(.post, "/installations", on: group, ParseEndpoint { api, q in try await api.saveInstallation(q) })
+        route(.post, "/installations", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .create)) { api, q in try await api.saveInstallation(q) })
         route(.get, "/installations", on: group, ParseEndpoint { api, q in try await api.findInstallations(q) })
-        route(.get, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.getInstallation(q, id: q.parameter("id")) })
-        route(.put, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
-        route(.delete, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
+        route(.get, "/installations/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .get)) { api, q in try await api.getInstallation(q, id: q.parameter("id")) })
+        route(.put, "/installations/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .update)) { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
+        route(.delete, "/installations/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.installation, .delete)) { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
         // Roles (the same as /classes/_Role).
-        route(.post, "/roles", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: ClassName.role) }.writing(.create, ClassName.role))
-        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) }.reading(.find, ClassName.role))
-        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) }.reading(.get, ClassName.role))
-        route(.put, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) }.writing(.update, ClassName.role))
-        route(.delete, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) }.writing(.delete, ClassName.role))
+        route(.post, "/roles", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .create)) { api, q in
+            try await api.createObject(q, className: ClassName.role)
+        }.writing(.create, ClassName.role))
+        route(.get, "/roles", on: group, ParseEndpoint(classTarget: Self.findTarget(ClassName.role)) { api, q in
+            try await api.findObjects(q, className: ClassName.role)
+        }.reading(.find, ClassName.role))
+        route(.get, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .get)) { api, q in
+            try await api.getObject(q, className: ClassName.role, id: q.parameter("id"))
+        }.reading(.get, ClassName.role))
+        route(.put, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .update)) { api, q in
+            try await api.updateObject(q, className: ClassName.role, id: q.parameter("id"))
+        }.writing(.update, ClassName.role))
+        route(.delete, "/roles/:id", on: group, ParseEndpoint(classTarget: Self.target(ClassName.role, .delete)) { api, q in
+            try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id"))
+        }.writing(.delete, ClassName.role))
         // Classes (system classes go to their own endpoints).
-        route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) }.writing(.create))
+        route(.post, "/classes/:className", on: group, ParseEndpoint(classTarget: Self.classTarget(.create)) { api, q in
+            try await api.createObject(q, className: q.parameter("className"))
+        }.writing(.create))
         route(.get, "/classes/:className", on: group,
               inline: { [self] request, respond in answerFind(request, className: request.parameters["className"] ?? "", respond: respond) },
-              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) }.reading(.find))
+              ParseEndpoint(classTarget: Self.classFindTarget) { api, q in try await api.findObjects(q, className: q.parameter("className")) }.reading(.find))
         route(.get, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) }.reading(.get))
+              ParseEndpoint(classTarget: Self.classTarget(.get)) { api, q in
+                  try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id"))
+              }.reading(.get))
         route(.put, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.update))
+              ParseEndpoint(classTarget: Self.classTarget(.update)) { api, q in
+                  try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id"))
+              }.writing(.update))
         route(.delete, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.delete))
+              ParseEndpoint(classTarget: Self.classTarget(.delete)) { api, q in
+                  try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id"))
+              }.writing(.delete))
+        // Schemas (master key).
+        route(.get, "/schemas", on: group, ParseEndpoint(requiresMaster: true) { api, q in .ok(try await api.accounts.schemaEditor.list(on: q.db)) })
+        route(.get, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.get(q.parameter("className"), on: q.db))
+        })
+        route(.post, "/schemas", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.create(pathClassName: nil, body: q.object))
+        })
+        route(.post, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.create(pathClassName: q.parameter("className"), body: q.object))
+        })
+        route(.put, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            .ok(try await api.accounts.schemaEditor.update(q.parameter("className"), body: q.object))
+        })
+        route(.delete, "/schemas/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            try await api.accounts.schemaEditor.delete(q.parameter("className"))
+            return .ok([:])
+        })
         // Email verification and password reset, and their pages.
         registerAccountEmails(on: group)
         // Batch.
@@ -75,6 +117,38 @@ extension ParseAPI {
             group.constant(.get, "/health", response: healthy)
             group.constant(.post, "/health", response: healthy)
         }
+    }
+
+    // MARK: Class-level permissions targets
+
+    /// `operation` on a fixed class.
+    static func target(_ className: String, _ operation: ClassOperation) -> ParseEndpoint.ClassTarget {
+        { _ in (className, [operation]) }
+    }
+
+    /// A find on a fixed class: `find`, plus `count` when counted (only `count` with `limit=0`,
+    /// as Parse Server runs no find then).
+    static func findTarget(_ className: String) -> ParseEndpoint.ClassTarget {
+        { q in (className, findOperations(q)) }
+    }
+
+    static func findOperations(_ q: ParseRequest) -> [ClassOperation] {
+        guard q.counts else { return [.find] }
+        return q.value("limit") == "0" ? [.count] : [.find, .count]
+    }
+
+    /// `operation` on `/classes/:className` (`_Session` has rules of its own).
+    static func classTarget(_ operation: ClassOperation) -> ParseEndpoint.ClassTarget {
+        { q in
+            let className = q.parameter("className")
+            return className == ClassName.session ? nil : (className, [operation])
+        }
+    }
+
+    /// A find on `/classes/:className`.
+    static let classFindTarget: ParseEndpoint.ClassTarget = { q in
+        let className = q.parameter("className")
+        return className == ClassName.session ? nil : (className, findOperations(q))
     }
 
     // MARK: Users
@@ -136,7 +210,7 @@ extension ParseAPI {
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
-        let user = try await accounts.users.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields, keys: shape.topLevelKeys, on: request.db)
         return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }
 
@@ -153,7 +227,7 @@ extension ParseAPI {
 
     /// A find of any class: the one find of the full path (the inline one is `answerFind`).
     func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
-        .ok(try await queries.find(try request.parseQuery(className: className), auth: request.auth, on: request.db))
+        .ok(try await queries.find(try request.parseQuery(className: className), auth: request.auth, access: request.access, on: request.db))
     }
 
     // MARK: Sessions
@@ -227,7 +301,7 @@ extension ParseAPI {
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/_Role/\(id)")])
         default:
-            let created = try await accounts.relations.create(className: className, body: request.object, auth: request.auth, on: request.db)
+            let created = try await accounts.relations.create(className: className, body: request.object, auth: request.auth, access: request.access, on: request.db)
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/\(className)/\(id)")])
         }
@@ -252,7 +326,8 @@ extension ParseAPI {
         case PushClassName.pushStatus: return try await findPushStatus(request, id: id)
         default:
             let shape = try request.fetchShape()
-            let object = try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+            let object = try await accounts.objects.get(className: className, objectId: id, auth: request.auth, access: request.access,
+                                                        keys: shape.topLevelKeys, on: request.db)
             return .ok(try await queries.shape(object, shape: shape, auth: request.auth, on: request.db))
         }
     }
@@ -263,7 +338,9 @@ extension ParseAPI {
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
         case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
-        default: return .ok(try await accounts.relations.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
+        default:
+            return .ok(try await accounts.relations.update(className: className, objectId: id, body: request.object, auth: request.auth,
+                                                           access: request.access, on: request.db))
         }
     }
 
@@ -276,7 +353,7 @@ extension ParseAPI {
             try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
             return .empty
         default:
-            try await accounts.relations.delete(className: className, objectId: id, auth: request.auth, on: request.db)
+            try await accounts.relations.delete(className: className, objectId: id, auth: request.auth, access: request.access, on: request.db)
             return .empty
         }
     }
@@ -286,7 +363,7 @@ extension ParseAPI {
     /// `GET /serverInfo` (master key): the version and the `features` object SDKs and dashboards
     /// read (Parse Server's `FeaturesRouter`). Each flag says whether Parley serves that
     /// feature's endpoints: of them it serves `/config` (read and update), `/hooks` and `/jobs`
-    /// (with Cloud Code wired), `/push` (immediate and scheduled), not yet `/scriptlog` or `/schemas`.
+    /// (with Cloud Code wired), `/push` (immediate and scheduled) and `/schemas`, not yet `/scriptlog`.
     func serverInfo() -> ParseResponse {
         let no: JSONValue = false
         let hooks: JSONValue = cloud != nil ? true : false
@@ -297,8 +374,8 @@ extension ParseAPI {
             "logs": ["level": no, "size": no, "order": no, "until": no, "from": no],
             "push": ["immediatePush": .bool(configuration.push != nil), "scheduledPush": .bool(configuration.push != nil), "storedPushData": no,
                      "pushAudiences": no, "localization": no],
-            "schemas": ["addField": no, "removeField": no, "addClass": no, "removeClass": no, "clearAllDataFromClass": no,
-                        "exportClass": no, "editClassLevelPermissions": no, "editPointerPermissions": no],
+            "schemas": ["addField": true, "removeField": true, "addClass": true, "removeClass": true, "clearAllDataFromClass": no,
+                        "exportClass": no, "editClassLevelPermissions": true, "editPointerPermissions": true],
         ]
         return .ok(["features": .object(features), "parseServerVersion": .string(Self.parseServerVersion)])
     }

@@ -28,6 +28,9 @@ struct ParseRequest: Sendable {
     /// The HTTP request's header fields (a batch's sub-requests carry the batch's), for webhooks.
     var headers: HTTPHeaders = HTTPHeaders()
     var isBatched: Bool = false
+    /// What class-level permissions leave the viewer (`ParseAPI.run` sets it): the stores apply
+    /// its pointer constraints and protected fields.
+    var access: ClassAccess = .unrestricted
 
     /// `:name` parameter (present by construction of the route).
     func parameter(_ name: String) -> String { parameters[name] ?? "" }
@@ -47,6 +50,13 @@ struct ParseRequest: Sendable {
             }
         }
         return query.first { $0.name == name }?.value
+    }
+
+    /// Whether a find asks for `count` (`1` or `true`, in the query string or the body form).
+    var counts: Bool {
+        if bodyIsQuery, let flag = body?["count"]?.bool { return flag }
+        guard let value = value("count") else { return false }
+        return value == "1" || value == "true"
     }
 
     /// The Parse query this request describes, for class `className`.

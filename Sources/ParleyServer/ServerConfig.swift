@@ -51,6 +51,8 @@ public struct ServerConfig: Sendable {
     /// Peers whose `X-Forwarded-Proto`/`-Host` are believed (`--trusted-proxies`).
     public var trustedProxies: [IPNetwork]
     public var enableTestEndpoints: Bool
+    /// Clients may create classes by writing to them (`--allow-client-class-creation`).
+    public var allowClientClassCreation: Bool
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     public var metricsToken: String?
     /// The realtime service's limits (`--realtime-*` options).
@@ -121,6 +123,8 @@ public struct ServerConfig: Sendable {
         ConfigOption("password-hash-queue", env: "PARLEY_PASSWORD_HASH_QUEUE", default: "64",
                      "argon2id jobs (logins, signups, password changes) queued or running at once; more are refused at once with 429 (code 100)."),
         ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
+        ConfigOption("allow-client-class-creation", env: "PARLEY_ALLOW_CLIENT_CLASS_CREATION", default: "false",
+                     "Let clients without the master key use classes that do not exist yet, a first write creating one (off, as Parse Server 7+: classes come from /schemas or the master key).", isSwitch: true),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
     ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions + cloudOptions
 
@@ -193,6 +197,7 @@ public struct ServerConfig: Sendable {
             trustedProxies.append(network)
         }
         enableTestEndpoints = try values.bool("enable-test-endpoints")
+        allowClientClassCreation = try values.bool("allow-client-class-creation")
         metricsToken = values.optionalString("metrics-token")
         realtime = RealtimeConfiguration()
         realtime.retention = try values.duration("realtime-retention")

@@ -99,7 +99,8 @@ public final class ServerRuntime: Sendable {
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
                                                                                 window: config.loginFailureWindow),
-                                                   pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() })),
+                                                   pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() }),
+                                                   allowClientClassCreation: config.allowClientClassCreation),
                          accounts: accounts, cloud: cloud, logger: Logger(label: "parse"))
         parse.register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
@@ -107,7 +108,7 @@ public final class ServerRuntime: Sendable {
             switch event {
             case .sessionRevoked(let token, let userId): realtime.closeConnections(ofUser: userId, sessionToken: token)
             case .sessionsRevoked(let userId, _, _): realtime.closeConnections(ofUser: userId)
-            case .userChanged, .configChanged, .rolesChanged: break
+            case .userChanged, .configChanged, .rolesChanged, .schemaChanged: break
             }
         }
         if config.enableTestEndpoints {

@@ -162,6 +162,19 @@ final class QueryPostgresTests: XCTestCase {
         XCTAssertEqual(try set(#"{"$or":[{"$and":[{"tags":"a"},{"age":"30"}]},{"username":"Eve"}],"age":{"$exists":true}}"#), ["u3", "u5"])
     }
 
+    func testNorAndContainedBy() throws {
+        XCTAssertEqual(try set(#"{"$nor":[{"username":"alice"},{"age":25}]}"#), ["u3", "u4", "u5"])
+        XCTAssertEqual(try set(#"{"$nor":[{"age":{"$gt":26}}]}"#), ["u2", "u3", "u4"], "a missing or string age is not > 26: kept, as MongoDB")
+        XCTAssertEqual(try set(#"{"$nor":[{"$or":[{"tags":"a"},{"tags":"c"}]}],"age":{"$exists":true}}"#), ["u5"])
+        XCTAssertEqual(try set(#"{"tags":{"$containedBy":["a","b","c"]}}"#), ["u1", "u2"], "arrays only: carol's scalar \"a\" is not")
+        XCTAssertEqual(try set(#"{"tags":{"$containedBy":["a","b"]}}"#), ["u1"])
+        XCTAssertEqual(try set(#"{"tags":{"$containedBy":[]}}"#), [])
+        XCTAssertEqual(try set(#"{"owners":{"$containedBy":[{"__type":"Pointer","className":"_User","objectId":"u1"},{"__type":"Pointer","className":"_User","objectId":"u2"}]}}"#), ["u5"])
+        for refused in [#"{"$nor":[]}"#, #"{"$nor":{"a":1}}"#, #"{"tags":{"$containedBy":"a"}}"#, #"{"username":{"$containedBy":["a"]}}"#] {
+            XCTAssertThrowsError(try set(refused), refused)
+        }
+    }
+
     func testOrderLimitSkipKeysAndCount() throws {
         let db = try db
         XCTAssertEqual(try db.ids("{}"), ["u1", "u2", "u3", "u4", "u5"], "object_id breaks ties")

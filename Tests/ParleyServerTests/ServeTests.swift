@@ -44,11 +44,15 @@ final class ServeTests: XCTestCase {
     func testReadyReportsUnavailableDatabase() throws {
         let postgres = try TestPostgres.makePrivate()
         defer { postgres.remove() }
-        let server = try ParleyServerProcess(databaseURL: try postgres.makeDatabase(prefix: "outage"))
+        let url = try postgres.makeDatabase(prefix: "outage")
+        let server = try ParleyServerProcess(arguments: ["--allow-client-class-creation"], databaseURL: url)
         let client = try TestHTTPClient(port: server.port)
         let parse = [("X-Parse-Application-Id", "parley")]
         XCTAssertEqual(try client.request("POST", "/parse/classes/Note", headers: parse, json: #"{"n":1}"#).status, 201)
 
+        // The test cluster commits asynchronously: make what ran so far (the migrations, the write)
+        // durable, or the crash below may take it back.
+        _ = try PostgresBlockingConnection(connectionString: url).query("CHECKPOINT", [])
         try postgres.cluster.stop(mode: .immediate)
         // The pools notice at their first failed reconnect (tens of milliseconds).
         XCTAssertTrue(eventually(timeout: 5) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 503 }, server.log)

@@ -52,7 +52,9 @@ def main():
     port_file = os.path.join(data_dir, "port")
     log = open(os.path.join(data_dir, "serve.log"), "w")
     env = dict(os.environ, PARLEY_APP_ID=APP_ID, PARLEY_REST_API_KEY=REST_KEY, PARLEY_MASTER_KEY=MASTER_KEY,
-               PARLEY_PASSWORD_OPS_LIMIT="1", PARLEY_PASSWORD_MEM_LIMIT="1048576")
+               PARLEY_PASSWORD_OPS_LIMIT="1", PARLEY_PASSWORD_MEM_LIMIT="1048576",
+               # The client creates its classes by saving objects, as with a Parse Server that allows it.
+               PARLEY_ALLOW_CLIENT_CLASS_CREATION="true")
     server = subprocess.Popen([binary(), "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file, "--data-dir", data_dir,
                                "--migrations-dir", os.path.join(ROOT, "migrations")],
                               stdout=log, stderr=subprocess.STDOUT, env=env)

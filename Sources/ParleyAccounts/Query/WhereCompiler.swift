@@ -65,7 +65,7 @@ struct WhereCompiler {
 
     private mutating func compileLogical(_ key: String, _ value: JSONValue, depth: Int, insideOr: Bool) throws(QueryError) -> String {
         switch key {
-        case "$or", "$and":
+        case "$or", "$and", "$nor":
             guard depth < QueryCompiler.maxNesting else {
                 throw .invalidQuery("\(key) nested deeper than \(QueryCompiler.maxNesting) levels")
             }
@@ -78,15 +78,17 @@ struct WhereCompiler {
             var parts: [String] = []
             for branch in branches {
                 guard case .object(let object) = branch else { throw .invalidQuery("\(key) expects an array of where objects") }
-                let predicates = try compile(object, depth: depth + 1, insideOr: insideOr || key == "$or")
+                let predicates = try compile(object, depth: depth + 1, insideOr: insideOr || key != "$and")
                 parts.append(Self.conjunction(predicates))
             }
             try count()
+            // `$nor`: no branch holds (a branch that is NULL for a row, a missing field, does not hold).
+            if key == "$nor" { return "NOT COALESCE(" + parts.joined(separator: " OR ") + ", false)" }
             if parts.count == 1 { return parts[0] }
             return "(" + parts.joined(separator: key == "$or" ? " OR " : " AND ") + ")"
         case "$relatedTo":
             return try relatedTo(value)
-        case "$nor", "$text", "$where", "$expr", "$comment":
+        case "$text", "$where", "$expr", "$comment":
             throw .invalidQuery("\(key) is not supported")
         default:
             throw .invalidQuery("unknown top-level operator \(key)")
@@ -191,11 +193,11 @@ struct WhereCompiler {
     private static let operators: Set<String> = [
         "$eq", "$ne", "$lt", "$lte", "$gt", "$gte", "$in", "$nin", "$all", "$exists", "$regex", "$options",
         "$nearSphere", "$maxDistance", "$maxDistanceInRadians", "$maxDistanceInKilometers", "$maxDistanceInMiles",
-        "$within", "$geoWithin",
+        "$within", "$geoWithin", "$containedBy",
     ]
     private static let unsupportedOperators: Set<String> = [
-        "$select", "$dontSelect", "$inQuery", "$notInQuery", "$relatedTo", "$text", "$containedBy", "$geoIntersects",
-        "$elemMatch", "$near", "$nor", "$not", "$size", "$type", "$mod", "$relativeTime", "$polygon",
+        "$select", "$dontSelect", "$inQuery", "$notInQuery", "$relatedTo", "$text", "$geoIntersects",
+        "$elemMatch", "$near", "$not", "$size", "$type", "$mod", "$relativeTime", "$polygon",
     ]
 
     private mutating func compileConstraint(_ value: JSONValue, on target: FieldTarget, field: String, insideOr: Bool) throws(QueryError) -> [String] {
@@ -225,6 +227,8 @@ struct WhereCompiler {
                 predicates.append(key == "$in" ? match : "NOT COALESCE(\(match), false)")
             case "$all":
                 predicates.append(try containsAll(operand, on: target, field: field))
+            case "$containedBy":
+                predicates.append(try containedBy(operand, on: target, field: field))
             case "$exists":
                 guard case .bool(let exists) = operand else { throw .invalidQuery("$exists on \(field) expects true or false") }
                 predicates.append(try presence(exists, of: target))
@@ -448,6 +452,15 @@ struct WhereCompiler {
         case .column(let column, _): t = column
         }
         return "\(t) @> \(try writer.bindJSON(.array(operands.map(\.json))))"
+    }
+
+    /// `$containedBy`: an array field every element of which is in the list (an empty array
+    /// included; a missing field or a non-array does not match).
+    private mutating func containedBy(_ operand: JSONValue, on target: FieldTarget, field: String) throws(QueryError) -> String {
+        let operands = try list("$containedBy", operand, field: field)
+        guard case .custom(let path) = target else { throw .invalidQuery("$containedBy on \(field) needs an array field") }
+        let t = try expression(path)
+        return "(jsonb_typeof(\(t)) = 'array' AND \(t) <@ \(try writer.bindJSON(.array(operands.map(\.json)))))"
     }
 
     // MARK: - $regex
