@@ -59,7 +59,8 @@ let package = Package(
         ]),
 
         // Wire formats of the domain: the Parse-compatible REST API.
-        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
+        .target(name: "ParleyFiles", dependencies: ["ParleyNet", "CSodium"]),
+        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyFiles", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
 
         // The schema: migrations/*.sql compiled in by a build plugin (its tool runs on the build host).
         .target(name: "ParleyMigrations", plugins: ["EmbedMigrations"]),
@@ -93,7 +94,8 @@ let package = Package(
         .testTarget(name: "ParleyIdentityTests", dependencies: ["ParleyIdentity", "ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyMetrics", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyFiles", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),

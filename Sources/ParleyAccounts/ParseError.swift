@@ -51,6 +51,12 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
     /// Server's `rateLimit` answers ("Too many requests.").
     case tooManyRequests(String)
+    /// 122: a file name Parse refuses.
+    case invalidFileName(String)
+    /// 130: a file upload failed (policy, size, storage).
+    case fileSaveError(String)
+    /// 153: a file could not be deleted.
+    case fileDeleteError(String)
 
     /// Parse's numeric error code.
     public var code: Int {
@@ -79,6 +85,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sessionMissing: 206
         case .invalidSessionToken: 209
         case .tooManyRequests: 100
+        case .invalidFileName: 122
+        case .fileSaveError: 130
+        case .fileDeleteError: 153
         }
     }
 
@@ -91,7 +100,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m):
+             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m),
+             .invalidFileName(let m), .fileSaveError(let m), .fileDeleteError(let m):
             m
         }
     }

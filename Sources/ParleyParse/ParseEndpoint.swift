@@ -9,10 +9,13 @@ struct ParseEndpoint: Sendable {
     var readsSession = true
     /// Only the master key may call it (403 otherwise, as Parse Server's `serverInfo`).
     var requiresMaster = false
+    /// The body is not JSON but raw bytes (file uploads): no envelope, credentials from headers only.
+    var rawBody = false
 
-    init(readsSession: Bool = true, requiresMaster: Bool = false, _ handler: @escaping Handler) {
+    init(readsSession: Bool = true, requiresMaster: Bool = false, rawBody: Bool = false, _ handler: @escaping Handler) {
         self.handler = handler
         self.readsSession = readsSession
         self.requiresMaster = requiresMaster
+        self.rawBody = rawBody
     }
 }

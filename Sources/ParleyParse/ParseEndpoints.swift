@@ -60,6 +60,7 @@ extension ParseAPI {
             try await api.accounts.config.update(body: q.object, events: api.accounts.events, on: q.db)
             return .ok(["result": true])
         })
+        registerFileEndpoints(on: group)
         // Server.
         route(.get, "/serverInfo", on: group, ParseEndpoint(requiresMaster: true) { api, _ in api.serverInfo() })
         // Parse Server answers its health check without keys, for any method; with the API at

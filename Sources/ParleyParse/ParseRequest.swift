@@ -26,6 +26,8 @@ struct ParseRequest: Sendable {
     /// The client's address (`ParseServerURL.clientAddress`), for the login throttle.
     var clientAddress: String
     var isBatched: Bool = false
+    /// The body of a raw-body endpoint (file uploads); nil elsewhere and in batch sub-requests.
+    var rawBody: RawRequestBody?
 
     /// `:name` parameter (present by construction of the route).
     func parameter(_ name: String) -> String { parameters[name] ?? "" }
