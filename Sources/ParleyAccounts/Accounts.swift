@@ -18,6 +18,8 @@ public final class Accounts: Sendable {
     public let roles: RoleStore
     /// `_Role` writes (`/roles`, `/classes/_Role`).
     public let roleWriter: RoleWriter
+    /// Writes of other user-defined classes, with their Relation fields.
+    public let relations: RelationWriter
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
     /// Parse's global config (`/config`).
@@ -30,7 +32,9 @@ public final class Accounts: Sendable {
     public let logger: Logger
 
     /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).
-    public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(), logger: Logger = Logger(label: "accounts")) {
+    /// `authData` verifies logins with `authData` (none enabled by default: 252).
+    public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(),
+                authData: any AuthDataVerifier = NoAuthDataVerifier(), logger: Logger = Logger(label: "accounts")) {
         self.database = database
         self.blockingPool = blockingPool
         self.configuration = configuration
@@ -44,10 +48,12 @@ public final class Accounts: Sendable {
         roles = RoleStore(capacity: configuration.sessionCacheCapacity)
         events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
-        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles,
+                          authData: authData)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
-        roleWriter = RoleWriter(database: database, objects: objects, roles: roles, events: events)
+        relations = RelationWriter(database: database, objects: objects)
+        roleWriter = RoleWriter(relations: relations, roles: roles, events: events)
     }
 
     /// Runs `body` in one transaction; a thrown error rolls everything back.

@@ -28,20 +28,20 @@ struct RowJSON {
     }
 
     private let kind: Kind
-    /// Who reads: `email` only for the user itself or the master key.
+    /// Who reads: `email` and `authData` only for the user itself or the master key.
     private let viewer: Auth
     /// With a `keys` list: those keys plus the members Parse always returns. Nil: every member.
     private let wanted: Set<String>?
     /// Positions of the columns read, resolved once for every row of a result.
     private let objectID, createdAt, updatedAt, acl, data: Int?
-    private let username, email, emailVerified: Int?
+    private let username, email, emailVerified, authData: Int?
     private let installationID, deviceType, deviceToken, voipDeviceToken, userID: Int?
     private let token, createdWith, restricted, expiresAt: Int?
 
     private static let columnNames = PostgresColumnNames([
         "object_id", "created_at", "updated_at", "acl", "data", "username", "email", "email_verified",
         "installation_id", "device_type", "device_token", "voip_device_token", "user_id",
-        "token", "created_with", "restricted", "expires_at",
+        "token", "created_with", "restricted", "expires_at", "auth_data",
     ])
 
     /// Members every row keeps whatever `keys` says.
@@ -69,6 +69,7 @@ struct RowJSON {
         createdWith = positions[14]
         restricted = positions[15]
         expiresAt = positions[16]
+        authData = positions[17]
     }
 
     /// The first row as a JSON object for `viewer`, reduced to `keys` when given; nil without rows.
@@ -137,9 +138,16 @@ struct RowJSON {
             bytes.append(verified ? #","emailVerified":true"# : #","emailVerified":false"#)
             wroteVerified = true
         }
-        // `sessionToken` is never a user's field (it is reserved; `me` and login add the caller's).
+        // Linked logins are the user's own business, as Parse Server's `filterSensitiveData`.
+        if wants("authData"), viewer.isMaster || Self.cell(objectId, equals: viewer.userId), let authCell = cell(row, authData), !authCell.isNull {
+            bytes.append(#","authData":"#)
+            Self.appendJSON(authCell, to: &bytes)
+        }
+        // `sessionToken` and `authData` are never `data` members (they are reserved; `me` and
+        // login add the caller's token).
         writeDataAndMetadata(row, into: &bytes) { key in
-            Self.equals(key, "objectId") || Self.equals(key, "sessionToken") || (wroteName && Self.equals(key, "username"))
+            Self.equals(key, "objectId") || Self.equals(key, "sessionToken") || Self.equals(key, "authData")
+                || (wroteName && Self.equals(key, "username"))
                 || (wroteEmail && Self.equals(key, "email")) || (wroteVerified && Self.equals(key, "emailVerified"))
         }
     }

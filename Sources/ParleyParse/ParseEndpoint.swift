@@ -12,10 +12,29 @@ struct ParseEndpoint: Sendable {
     /// The body is not JSON but raw bytes (file uploads): no envelope, credentials from headers only.
     var rawBody = false
 
+    /// The object write it makes, for Cloud Code triggers (nil: none).
+    var write: ParseWrite?
+
     init(readsSession: Bool = true, requiresMaster: Bool = false, rawBody: Bool = false, _ handler: @escaping Handler) {
         self.handler = handler
         self.readsSession = readsSession
         self.requiresMaster = requiresMaster
         self.rawBody = rawBody
     }
+
+    /// This endpoint, declared as making `write`.
+    func writing(_ operation: ParseWrite.Operation, _ className: String? = nil) -> ParseEndpoint {
+        var endpoint = self
+        endpoint.write = ParseWrite(operation: operation, className: className)
+        return endpoint
+    }
+}
+
+/// The object write an endpoint makes: what `ParseAPI.run` runs triggers around.
+struct ParseWrite: Sendable {
+    enum Operation: Sendable { case create, update, delete }
+    let operation: Operation
+    /// The class, or nil when the route's `:className` names it. An update or delete names the
+    /// object with the route's `:id`.
+    let className: String?
 }

@@ -27,7 +27,7 @@ extension ServerConfig {
         ConfigOption("smtp-host", env: "PARLEY_SMTP_HOST", default: "", "SMTP server for outgoing mail; empty = no mail is sent (queued mail waits)."),
         ConfigOption("smtp-port", env: "PARLEY_SMTP_PORT", default: "587", "SMTP port."),
         ConfigOption("smtp-security", env: "PARLEY_SMTP_SECURITY", default: "starttls",
-                     "none, starttls or tls. This build has no TLS for SMTP yet: only none is accepted (a relay on localhost or a private network)."),
+                     "none (plain TCP, a relay on localhost or a private network), starttls (upgrade before anything is sent; a server not offering it is an error) or tls (TLS from the first byte, port 465). The server is verified against --tls-ca-file or the system store."),
         ConfigOption("smtp-username", env: "PARLEY_SMTP_USERNAME", default: "", "SMTP AUTH user (PLAIN or LOGIN); empty = no authentication."),
         ConfigOption("smtp-password", env: "PARLEY_SMTP_PASSWORD", default: "", "SMTP AUTH password."),
         ConfigOption("smtp-allow-insecure-auth", env: "PARLEY_SMTP_ALLOW_INSECURE_AUTH", default: "false",
@@ -54,11 +54,11 @@ extension ServerConfig {
         ConfigOption("password-reset-token-reuse", env: "PARLEY_PASSWORD_RESET_TOKEN_REUSE", default: "false", "A new reset request while a link is valid mails the same link (needs a validity)."),
     ]
 
-    /// An `http://` URL the client can request now (`https://` once the TLS client lands).
+    /// An `https://` (or `http://`) URL of a login provider.
     static func providerURL(_ values: ConfigValues, _ key: String, _ text: String? = nil) throws(ConfigError) -> HTTPClientURL {
         let raw = text ?? values.string(key)
         guard let url = HTTPClientURL(raw) else {
-            throw .invalidValue(option: values.origin(key), value: raw, expected: "an http:// URL this build can request (https:// needs the TLS client)")
+            throw .invalidValue(option: values.origin(key), value: raw, expected: "an https:// or http:// URL")
         }
         return url
     }
@@ -112,16 +112,12 @@ extension ServerConfig {
             guard let security = SMTPSecurity(rawValue: values.string("smtp-security")) else {
                 throw .invalidValue(option: values.origin("smtp-security"), value: values.string("smtp-security"), expected: "none, starttls or tls")
             }
-            guard security == .none else {
-                throw .invalidValue(option: values.origin("smtp-security"), value: security.rawValue,
-                                    expected: "none: this build has no TLS for SMTP yet (use a relay on localhost or a private network)")
-            }
             var credentials: SMTPCredentials?
             if let username = values.optionalString("smtp-username") {
                 credentials = SMTPCredentials(username: username, password: values.string("smtp-password"))
             }
             let allowInsecure = try values.bool("smtp-allow-insecure-auth")
-            if credentials != nil && !allowInsecure {
+            if credentials != nil && security == .none && !allowInsecure {
                 throw .invalidValue(option: values.origin("smtp-username"), value: "(set)",
                                     expected: "no credentials over an unencrypted connection, unless --smtp-allow-insecure-auth")
             }
@@ -131,7 +127,8 @@ extension ServerConfig {
             }
             smtp = SMTPClient.Configuration(host: host, port: try values.int("smtp-port", in: 1...65535), security: security, credentials: credentials,
                                             allowInsecureAuthentication: allowInsecure, heloName: values.string("smtp-helo-name"),
-                                            connectTimeout: min(timeout, .seconds(10)), commandTimeout: timeout, deliveryTimeout: timeout * 2)
+                                            connectTimeout: min(timeout, .seconds(10)), commandTimeout: timeout, deliveryTimeout: timeout * 2,
+                                            tlsCAFile: values.optionalString("tls-ca-file"))
         }
         var durations: [String: Duration] = [:]
         for key in ["mail-backoff-base", "mail-backoff-max", "mail-poll-interval", "mail-retention"] {

@@ -92,6 +92,7 @@ final class SMTPClientTests: XCTestCase {
         let closed = try await failure(client(port: FreePort.next()), "closed port")
         guard case .connectFailed? = closed else { return XCTFail("\(String(describing: closed))") }
         let implicitTLS = try await failure(SMTPClient(group: group, configuration: .init(host: "127.0.0.1", port: smtp.smtpPort, security: .tls)), "implicit TLS")
-        XCTAssertEqual(implicitTLS, .tlsUnavailable)
+        // Implicit TLS to a plain server: the handshake fails, nothing is sent in clear.
+        guard case .tls? = implicitTLS else { return XCTFail("\(String(describing: implicitTLS))") }
     }
 }

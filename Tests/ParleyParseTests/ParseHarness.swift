@@ -32,7 +32,7 @@ final class ParseHarness: @unchecked Sendable {
 
     init(restKey: String? = nil, accounts: AccountsConfiguration = AccountsConfiguration(passwordOperationsLimit: 1, passwordMemoryLimit: 8192),
          serverURL: ParseServerURL = ParseServerURL(), regexLimit: RegexStatementLimit = RegexStatementLimit(),
-         loginThrottle: LoginThrottle = LoginThrottle()) async throws {
+         loginThrottle: LoginThrottle = LoginThrottle(), files: ((BlockingPool) throws -> ParseFiles)? = nil) async throws {
         self.restKey = restKey
         let postgres = try TestPostgres.shared()
         let url = try postgres.makeDatabase(prefix: "parse")
@@ -44,7 +44,7 @@ final class ParseHarness: @unchecked Sendable {
         try await database.waitUntilReady()
         api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey, serverURL: serverURL,
                                                                  regexLimit: regexLimit, loginThrottle: loginThrottle),
-                       accountsConfiguration: accounts, database: database, blockingPool: pool)
+                       accountsConfiguration: accounts, database: database, blockingPool: pool, files: try files?(pool))
         let router = Router()
         router.add(middleware: fullPath)
         api.register(on: router)
