@@ -2,6 +2,7 @@ import Foundation
 import ParleyFiles
 import ParleyNet
 import ParleyParse
+import ParleyTestSupport
 import XCTest
 
 /// Parse's Files API over real sockets, stored in a local directory: upload, download with
