@@ -7,7 +7,7 @@ extension ParseAPI {
     /// Parse's Files API: upload (`POST /files/:name`, raw body), download (`GET
     /// /files/:appId/:name`, public as Parse Server's default), delete (master key).
     func registerFileEndpoints(on group: RouterGroup) {
-        route(.post, "/files", on: group, ParseEndpoint { _, _ in throw ParseError.invalidFileName("Filename not provided.") })
+        route(.post, "/files", on: group, ParseEndpoint(rawBody: true) { _, _ in throw ParseError.invalidFileName("Filename not provided.") })
         route(.post, "/files/:filename", on: group, ParseEndpoint(rawBody: true) { api, q in try await api.uploadFile(q) })
         route(.delete, "/files/:filename", on: group, ParseEndpoint(requiresMaster: true) { api, q in try await api.deleteFile(q) })
         group.on(.get, "/files/:appId/:filename") { [self] request, _ in await downloadFile(request) }

@@ -52,6 +52,8 @@ extension ParseAPI {
               ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.update))
         route(.delete, "/classes/:className/:id", on: group,
               ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.delete))
+        // Email verification and password reset, and their pages.
+        registerAccountEmails(on: group)
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
         // Config.
@@ -81,6 +83,7 @@ extension ParseAPI {
     func signUp(_ request: ParseRequest) async throws -> ParseResponse {
         let result = try await accounts.users.signUp(body: request.object, auth: request.auth, on: request.db)
         let location = [("Location", "\(request.baseURL)/users/\(result.objectId)")]
+        if result.needsVerification { await sendVerification(userId: result.objectId, logger: logger) }
         // authData of an existing user logs it in: 200 with the user, as Parse Server.
         if let user = result.loggedIn { return ParseResponse(status: .ok, body: user, headers: location) }
         return ParseResponse(status: .created, json: .object(result.json), headers: location)
@@ -133,7 +136,9 @@ extension ParseAPI {
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db)
+        if accounts.configuration.verifyUserEmails, request.object["email"]?.string != nil { await sendVerification(userId: id, logger: logger) }
+        return .ok(answer)
     }
 
     func deleteUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
