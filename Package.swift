@@ -73,7 +73,7 @@ let package = Package(
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyMigrations", "ParleyAccounts",
-            "ParleyParse", "ParleyCloud", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyCloud", "ParleyFiles", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 

@@ -47,7 +47,7 @@ public struct DiskFileStorage: FileStorage {
         do {
             while true {
                 let chunk: [UInt8]?
-                do { chunk = try await body() } catch { throw FileError.bodyFailed }
+                do { chunk = try await body() } catch let error as FileError { throw error } catch { throw FileError.bodyFailed }
                 guard let chunk else { break }
                 size += chunk.count
                 guard size <= maxBytes else { throw FileError.tooLarge(maxBytes: maxBytes) }

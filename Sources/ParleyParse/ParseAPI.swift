@@ -69,7 +69,7 @@ public final class ParseAPI: Sendable {
         if let inline {
             group.on(method, pattern, payload: endpoint, inline: inline, else: handler)
         } else {
-            group.on(method, pattern, payload: endpoint, use: handler)
+            group.on(method, pattern, payload: endpoint, body: endpoint.rawBody ? .streamed(limit: files?.maxUploadBytes) : .buffered(), use: handler)
         }
     }
 

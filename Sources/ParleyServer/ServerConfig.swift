@@ -75,6 +75,8 @@ public struct ServerConfig: Sendable {
     public var tlsCAFile: String?
     /// Cloud Code webhooks (`--webhook-*` options).
     public var cloud: CloudConfiguration
+    /// Parse's Files API (`--files-dir`, `--max-upload-size`, `--file-upload-*`).
+    public var files: FileSettings
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -122,7 +124,7 @@ public struct ServerConfig: Sendable {
                      "argon2id jobs (logins, signups, password changes) queued or running at once; more are refused at once with 429 (code 100)."),
         ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
-    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions + cloudOptions
+    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions + cloudOptions + fileOptions
 
     /// Options of the realtime service (/v1/socket, /v1/messages).
     static let realtimeOptions: [ConfigOption] = [
@@ -213,6 +215,7 @@ public struct ServerConfig: Sendable {
                                 expected: "a duration longer than the heartbeat interval (10s)")
         }
         tls = try Self.tlsSettings(values)
+        files = try Self.fileSettings(values, dataDirectory: dataDirectory)
         tlsCAFile = values.optionalString("tls-ca-file")
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)

@@ -132,9 +132,21 @@ final class ParseFilesTests: XCTestCase {
         let alice = try h.signUp("alice")
         XCTAssertEqual(try upload(h, "ok.bin", [UInt8](repeating: 0x41, count: 1000), token: alice.token).status, 201)
         let big = try upload(h, "big.bin", [UInt8](repeating: 0x41, count: 1001), token: alice.token)
-        XCTAssertEqual(big.status, 400)
-        XCTAssertEqual(big.code, 130)
-        XCTAssertEqual(big["error"] as? String, "File size exceeds maximum allowed: 1000 bytes.")
+        XCTAssertEqual(big.status, 413, "a Content-Length over the limit: Parse Server's body-parser answer, before any byte is read")
+        XCTAssertEqual(big["error"] as? String, "request entity too large")
+
+        // Chunked, so the limit is found mid-body: Parse Server's streaming answer (130).
+        let client = try TestHTTPClient(port: h.server.port)
+        let chunk = String(repeating: "B", count: 600)
+        try client.send("POST /parse/files/big.bin HTTP/1.1\r\nHost: x\r\nX-Parse-Application-Id: \(h.appID)\r\n"
+                        + "X-Parse-Session-Token: \(alice.token)\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + "258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n")
+        let chunked = try client.readResponse()
+        XCTAssertEqual(chunked.status, 400)
+        let error = chunked.json as? [String: Any]
+        XCTAssertEqual(error?["code"] as? Int, 130)
+        XCTAssertEqual(error?["error"] as? String, "File size exceeds maximum allowed: 1000 bytes.")
+
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory)
         XCTAssertEqual(leftovers.count, 1, "a refused upload leaves nothing behind: \(leftovers)")
         XCTAssertEqual(try h.call("GET", "/parse/health").status, 200, "the server keeps serving")
