@@ -62,7 +62,8 @@ let package = Package(
         .target(name: "ParleyCloud", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog"]),
 
         // Wire formats of the domain: the Parse-compatible REST API.
-        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyCloud", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
+        .target(name: "ParleyFiles", dependencies: ["ParleyNet", "CSodium"]),
+        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyCloud", "ParleyFiles", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
 
         // The schema: migrations/*.sql compiled in by a build plugin (its tool runs on the build host).
         .target(name: "ParleyMigrations", plugins: ["EmbedMigrations"]),
@@ -72,7 +73,7 @@ let package = Package(
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyMigrations", "ParleyAccounts",
-            "ParleyParse", "ParleyCloud", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyCloud", "ParleyFiles", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
@@ -96,7 +97,8 @@ let package = Package(
         .testTarget(name: "ParleyIdentityTests", dependencies: ["ParleyIdentity", "ParleyHTTP", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyMetrics", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyFiles", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),

@@ -72,6 +72,12 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
     /// Server's `rateLimit` answers ("Too many requests.").
     case tooManyRequests(String)
+    /// 122: a file name Parse refuses.
+    case invalidFileName(String)
+    /// 130: a file upload failed (policy, size, storage).
+    case fileSaveError(String)
+    /// 153: a file could not be deleted.
+    case fileDeleteError(String)
 
     /// Parse's numeric error code.
     public var code: Int {
@@ -109,6 +115,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .schemaConflict: 255
         case .unsupportedService: 252
         case .tooManyRequests: 100
+        case .invalidFileName: 122
+        case .fileSaveError: 130
+        case .fileDeleteError: 153
         case .otherCause: -1
         }
     }
@@ -124,7 +133,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
              .emailMissing(let m), .emailNotFound(let m), .otherCause(let m), .sessionMissing(let m), .accountAlreadyLinked(let m),
              .invalidSessionToken(let m), .unsupportedService(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m),
-             .pushMisconfigured(let m), .changedImmutableField(let m), .schemaConflict(let m):
+             .pushMisconfigured(let m), .changedImmutableField(let m), .schemaConflict(let m),
+             .invalidFileName(let m), .fileSaveError(let m), .fileDeleteError(let m):
             m
         }
     }

@@ -3,7 +3,7 @@ import ParleyLog
 
 /// The type a class field holds, as recorded in `class_schemas` on its first write.
 public enum ParseFieldType: Sendable, Equatable, CustomStringConvertible {
-    case string, number, boolean, date, object, array, geoPoint, bytes
+    case string, number, boolean, date, object, array, geoPoint, bytes, file
     /// A pointer to objects of one class.
     case pointer(targetClass: String)
     /// A relation to objects of one class (its members live in `_Join:<field>:<class>`).
@@ -20,6 +20,7 @@ public enum ParseFieldType: Sendable, Equatable, CustomStringConvertible {
         case .array: "Array"
         case .geoPoint: "GeoPoint"
         case .bytes: "Bytes"
+        case .file: "File"
         case .pointer: "Pointer"
         case .relation: "Relation"
         }
@@ -48,6 +49,7 @@ public enum ParseFieldType: Sendable, Equatable, CustomStringConvertible {
         case "Array": self = .array
         case "GeoPoint": self = .geoPoint
         case "Bytes": self = .bytes
+        case "File": self = .file
         case "Pointer":
             guard let targetClass else { return nil }
             self = .pointer(targetClass: targetClass)

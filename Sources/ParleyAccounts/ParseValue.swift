@@ -66,8 +66,20 @@ public enum ParseValue {
                 throw .incorrectType("invalid Bytes: expected {\"__type\":\"Bytes\",\"base64\":…}")
             }
             return (.bytes, ["__type": "Bytes", "base64": .string(base64)])
+        case "File":
+            // The URL is kept as sent (SDKs send the one the upload answered; imported data keeps
+            // its old host's); docs/files.md.
+            guard let name = object["name"]?.string, !name.isEmpty, name.utf8.count <= 512 else {
+                throw .incorrectType("invalid File: expected {\"__type\":\"File\",\"name\":…}")
+            }
+            var file: JSONObject = ["__type": "File", "name": .string(name)]
+            if let url = object["url"] {
+                guard let text = url.string, text.utf8.count <= 2048 else { throw .incorrectType("invalid File: url must be a string") }
+                file["url"] = .string(text)
+            }
+            return (.file, .object(file))
         case let other?:
-            throw .incorrectType("unsupported type \(other) (Parley stores String, Number, Boolean, Date, Object, Array, Pointer, Relation, GeoPoint, Bytes)")
+            throw .incorrectType("unsupported type \(other) (Parley stores String, Number, Boolean, Date, Object, Array, Pointer, Relation, GeoPoint, Bytes, File)")
         case nil:
             throw .incorrectType("__type must be a string")
         }

@@ -23,6 +23,7 @@ public struct HTTPStatus: Sendable, Hashable, ExpressibleByIntegerLiteral, Custo
     public static let created: HTTPStatus = 201
     public static let accepted: HTTPStatus = 202
     public static let noContent: HTTPStatus = 204
+    public static let partialContent: HTTPStatus = 206
     public static let movedPermanently: HTTPStatus = 301
     public static let found: HTTPStatus = 302
     public static let notModified: HTTPStatus = 304
@@ -37,6 +38,7 @@ public struct HTTPStatus: Sendable, Hashable, ExpressibleByIntegerLiteral, Custo
     public static let contentTooLarge: HTTPStatus = 413
     public static let uriTooLong: HTTPStatus = 414
     public static let unsupportedMediaType: HTTPStatus = 415
+    public static let rangeNotSatisfiable: HTTPStatus = 416
     public static let expectationFailed: HTTPStatus = 417
     public static let unprocessableContent: HTTPStatus = 422
     public static let tooManyRequests: HTTPStatus = 429

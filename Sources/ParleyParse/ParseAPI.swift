@@ -25,13 +25,16 @@ public final class ParseAPI: Sendable {
     let logger: Logger
     let queries: QueryRunner
     let authorizer: ParseAuthorizer
+    /// The Files API's storage and limits (nil: uploads refused with 130).
+    let files: ParseFiles?
     /// The router's table once the endpoints are registered, for batch sub-requests and the
     /// `_method` form.
     private let routeTable = Mutex<RouteTable?>(nil)
 
     /// An API over an existing `Accounts` domain (shared with the admin CLI or other services).
-    public init(configuration: ParseConfiguration, accounts: Accounts, cloud: CloudCode? = nil, logger: Logger = Logger(label: "parse")) {
+    public init(configuration: ParseConfiguration, accounts: Accounts, cloud: CloudCode? = nil, files: ParseFiles? = nil, logger: Logger = Logger(label: "parse")) {
         self.configuration = configuration
+        self.files = files
         self.accounts = accounts
         self.cloud = cloud
         self.logger = logger
@@ -41,10 +44,10 @@ public final class ParseAPI: Sendable {
 
     /// An API with its own `Accounts` over `database`; password hashing runs on `blockingPool`.
     public convenience init(configuration: ParseConfiguration, accountsConfiguration: AccountsConfiguration = AccountsConfiguration(),
-                            database: PostgresClient, blockingPool: BlockingPool, logger: Logger = Logger(label: "parse")) {
+                            database: PostgresClient, blockingPool: BlockingPool, files: ParseFiles? = nil, logger: Logger = Logger(label: "parse")) {
         self.init(configuration: configuration,
                   accounts: Accounts(database: database, blockingPool: blockingPool, configuration: accountsConfiguration, logger: logger),
-                  logger: logger)
+                  files: files, logger: logger)
     }
 
     /// Registers every endpoint under `configuration.mountPath` on `router`, once.
@@ -66,7 +69,7 @@ public final class ParseAPI: Sendable {
         if let inline {
             group.on(method, pattern, payload: endpoint, inline: inline, else: handler)
         } else {
-            group.on(method, pattern, payload: endpoint, use: handler)
+            group.on(method, pattern, payload: endpoint, body: endpoint.rawBody ? .streamed(limit: files?.maxUploadBytes) : .buffered(), use: handler)
         }
     }
 
@@ -74,7 +77,7 @@ public final class ParseAPI: Sendable {
 
     /// Answers one request whose route the router matched (`endpoint` nil: the catch-all).
     func serve(_ request: HTTPRequest, context: RequestContext, endpoint matched: ParseEndpoint?) async -> HTTPResponse {
-        let envelope = ParseEnvelope(request)
+        let envelope = ParseEnvelope(request, rawBody: matched?.rawBody ?? false)
         let response: ParseResponse
         do {
             response = try await serve(request, envelope: envelope, endpoint: matched, peer: context.remoteAddress)
@@ -95,11 +98,12 @@ public final class ParseAPI: Sendable {
         if let bodyError = envelope.bodyError { throw ParseFailure.parse(bodyError) }
         guard let endpoint else { throw ParseFailure.noRoute(method: envelope.method.rawValue, path: request.path) }
         let mount = configuration.mountPath == "/" ? "" : configuration.mountPath
-        let parseRequest = ParseRequest(
+        var parseRequest = ParseRequest(
             method: envelope.method, parameters: parameters, query: request.head.queryParameters, body: envelope.body,
             bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
             baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database,
             clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer), headers: request.head.headers)
+        if endpoint.rawBody { parseRequest.rawBody = RawRequestBody(request) }
         return try await run(endpoint, parseRequest)
     }
 

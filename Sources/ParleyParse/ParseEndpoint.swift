@@ -16,17 +16,20 @@ struct ParseEndpoint: Sendable {
     var readsSession = true
     /// Only the master key may call it (403 otherwise, as Parse Server's `serverInfo`).
     var requiresMaster = false
+    /// The body is not JSON but raw bytes (file uploads): no envelope, credentials from headers only.
+    var rawBody = false
 
     /// The object write it makes, for Cloud Code triggers (nil: none).
     var write: ParseWrite?
     /// The read it makes, for Cloud Code's beforeFind/afterFind (nil: none).
     var read: ParseRead?
 
-    init(readsSession: Bool = true, requiresMaster: Bool = false, classTarget: ClassTarget? = nil, _ handler: @escaping Handler) {
+    init(readsSession: Bool = true, requiresMaster: Bool = false, classTarget: ClassTarget? = nil, rawBody: Bool = false, _ handler: @escaping Handler) {
         self.handler = handler
         self.classTarget = classTarget
         self.readsSession = readsSession
         self.requiresMaster = requiresMaster
+        self.rawBody = rawBody
     }
 
     /// This endpoint, declared as reading objects of `className` (nil: the route's `:className`).

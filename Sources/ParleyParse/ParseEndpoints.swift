@@ -108,6 +108,7 @@ extension ParseAPI {
         if cloud != nil { registerCloudEndpoints(on: group) }
         // Push.
         route(.post, "/push", on: group, ParseEndpoint(requiresMaster: true) { api, q in try await api.sendPush(q) })
+        registerFileEndpoints(on: group)
         // Server.
         route(.get, "/serverInfo", on: group, ParseEndpoint(requiresMaster: true) { api, _ in api.serverInfo() })
         // Parse Server answers its health check without keys, for any method; with the API at

@@ -23,10 +23,10 @@ struct ParseEnvelope: Sendable {
     ]
     static let maxBodyDepth = 64
 
-    /// Reads `request`'s body (none: no envelope, the request's own method).
-    init(_ request: HTTPRequest) {
+    /// Reads `request`'s body (none, or a raw one: no envelope, the request's own method).
+    init(_ request: HTTPRequest, rawBody: Bool = false) {
         method = request.method
-        guard !request.body.isEmpty else { return }
+        guard !rawBody, !request.body.isEmpty else { return }
         let parsed: JSONValue
         do {
             parsed = try JSONParser(maxDepth: Self.maxBodyDepth).parse(request.body)

@@ -31,6 +31,8 @@ struct ParseRequest: Sendable {
     /// What class-level permissions leave the viewer (`ParseAPI.run` sets it): the stores apply
     /// its pointer constraints and protected fields.
     var access: ClassAccess = .unrestricted
+    /// The body of a raw-body endpoint (file uploads); nil elsewhere and in batch sub-requests.
+    var rawBody: RawRequestBody?
 
     /// `:name` parameter (present by construction of the route).
     func parameter(_ name: String) -> String { parameters[name] ?? "" }

@@ -77,6 +77,8 @@ public struct ServerConfig: Sendable {
     public var tlsCAFile: String?
     /// Cloud Code webhooks (`--webhook-*` options).
     public var cloud: CloudConfiguration
+    /// Parse's Files API (`--files-dir`, `--max-upload-size`, `--file-upload-*`).
+    public var files: FileSettings
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
@@ -126,7 +128,7 @@ public struct ServerConfig: Sendable {
         ConfigOption("allow-client-class-creation", env: "PARLEY_ALLOW_CLIENT_CLASS_CREATION", default: "false",
                      "Let clients without the master key use classes that do not exist yet, a first write creating one (off, as Parse Server 7+: classes come from /schemas or the master key).", isSwitch: true),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
-    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions + cloudOptions
+    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions + cloudOptions + fileOptions
 
     /// Options of the realtime service (/v1/socket, /v1/messages).
     static let realtimeOptions: [ConfigOption] = [
@@ -218,6 +220,7 @@ public struct ServerConfig: Sendable {
                                 expected: "a duration longer than the heartbeat interval (10s)")
         }
         tls = try Self.tlsSettings(values)
+        files = try Self.fileSettings(values, dataDirectory: dataDirectory)
         tlsCAFile = values.optionalString("tls-ca-file")
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)

@@ -4,6 +4,7 @@ import Glibc
 import ParleyAccounts
 import ParleyCalls
 import ParleyCloud
+import ParleyFiles
 import ParleyHTTP
 import ParleyIdentity
 import ParleyLog
@@ -101,7 +102,12 @@ public final class ServerRuntime: Sendable {
                                                                                 window: config.loginFailureWindow),
                                                    pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() }),
                                                    allowClientClassCreation: config.allowClientClassCreation),
-                         accounts: accounts, cloud: cloud, logger: Logger(label: "parse"))
+                         accounts: accounts, cloud: cloud,
+                         files: ParseFiles(storage: try DiskFileStorage(directory: config.files.directory, pool: blockingPool),
+                                           maxUploadBytes: config.files.maxUploadBytes,
+                                           upload: .init(enableForPublic: config.files.enableForPublic,
+                                                         enableForAuthenticatedUser: config.files.enableForAuthenticatedUser)),
+                         logger: Logger(label: "parse"))
         parse.register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in

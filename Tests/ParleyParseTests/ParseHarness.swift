@@ -32,7 +32,7 @@ final class ParseHarness: @unchecked Sendable {
 
     init(restKey: String? = nil, accounts: AccountsConfiguration = AccountsConfiguration(passwordOperationsLimit: 1, passwordMemoryLimit: 8192),
          serverURL: ParseServerURL = ParseServerURL(), regexLimit: RegexStatementLimit = RegexStatementLimit(),
-         loginThrottle: LoginThrottle = LoginThrottle(), allowClientClassCreation: Bool = true) async throws {
+         loginThrottle: LoginThrottle = LoginThrottle(), allowClientClassCreation: Bool = true, files: ((BlockingPool) throws -> ParseFiles)? = nil) async throws {
         self.restKey = restKey
         let postgres = try TestPostgres.shared()
         let url = try postgres.makeDatabase(prefix: "parse")
@@ -45,7 +45,7 @@ final class ParseHarness: @unchecked Sendable {
         api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey, serverURL: serverURL,
                                                                  regexLimit: regexLimit, loginThrottle: loginThrottle,
                                                                  allowClientClassCreation: allowClientClassCreation),
-                       accountsConfiguration: accounts, database: database, blockingPool: pool)
+                       accountsConfiguration: accounts, database: database, blockingPool: pool, files: try files?(pool))
         let router = Router()
         router.add(middleware: fullPath)
         api.register(on: router)
