@@ -208,7 +208,10 @@ public struct UserStore: Sendable {
     /// Checks credentials and opens a session. Any mismatch (unknown user, wrong password, banned,
     /// no password set) is 101 "Invalid username/password." after the same argon2id work.
     /// Answers the user as it sees itself, with its new `sessionToken`.
-    public func logIn(username: String?, email: String?, password: String?, installationId: String?, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// `beforeSession`, when given, runs with the user's objectId once the password is verified
+    /// and before the session is created (Cloud Code's beforeLogin): its error fails the login.
+    public func logIn(username: String?, email: String?, password: String?, installationId: String?,
+                      beforeSession: (@Sendable (String) async throws(ParseError) -> Void)? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let username = username.flatMap { $0.isEmpty ? nil : $0 }
         let email = email.flatMap { $0.isEmpty ? nil : $0 }
         guard username != nil || email != nil else { throw ParseError.usernameMissing("username/email is required.") }
@@ -260,6 +263,7 @@ public struct UserStore: Sendable {
             throw PasswordPolicy.expired
         }
 
+        if let beforeSession { try await beforeSession(userId) }
         let session = try await sessions.create(userId: userId, action: .login, installationId: installationId, since: mark, on: db)
         return Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
     }

@@ -18,9 +18,15 @@
   256 reach the answering device;
 - close 1011 with `internal` during `hello` when the database fails the device registration with an
   unexpected error (its function renamed away), and hello works again once it is back;
+- an unexpected database error of a send (`rt_send_batch` renamed away): REST 500 `internal`,
+  socket `internal` with the session open, nothing stored;
+- close 1013 with `unavailable` during `hello` when the database is overloaded: the device
+  registration waits on a lock past the 5 s statement timeout;
+- `too_many_pending` before the welcome: 64 frames are held while hello waits on the database,
+  the next ones are refused at once, and the 64 are answered in order after the welcome;
 - close 1001 on SIGTERM.
 
-`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011)."""
+`--only NAME` runs one section (pending, subscriptions, typing, unsubscribe, rate, candidates, hello1011, internal, hello1013, held)."""
 import asyncio
 import collections
 import concurrent.futures
@@ -269,6 +275,69 @@ async def hello_internal_error(postgres, server, users):
     log("hello: an unexpected database error closes with 1011 internal; hello works again after: ok")
 
 
+async def send_internal_error(postgres, server, users):
+    """An unexpected database error of a send: REST 500 `internal`, socket `internal` with the session open."""
+    (erin, erin_token), (frank, _) = users[4], users[5]
+    e1 = await Client.connect(server.ws_url, erin_token, "erin-500")
+    function = postgres.psql(DATABASE, "SELECT oid::regprocedure FROM pg_proc WHERE proname = 'rt_send_batch'")
+    check(function and "\n" not in function, f"one rt_send_batch: {function}")
+    postgres.psql(DATABASE, f"ALTER FUNCTION {function} RENAME TO rt_send_batch_gone")
+    try:
+        status, body = server.request("POST", "/v1/messages", {"clientMessageId": "rest-500", "to": [frank], "text": "x"}, token=erin_token)
+        check(status == 500 and body == {"code": "internal", "error": "internal error"}, f"REST send with the batch function gone: {status} {body}")
+        reply = await e1.send_message([frank], "x", client_id="socket-500")
+        check(reply["type"] == "error" and reply["code"] == "internal", f"socket send with the batch function gone: {reply}")
+    finally:
+        postgres.psql(DATABASE, f"ALTER FUNCTION {function.replace('rt_send_batch', 'rt_send_batch_gone', 1)} RENAME TO rt_send_batch")
+    check(not e1.closed.done(), "the session stays open after internal")
+    check((await e1.send_message([frank], "x", client_id="socket-500"))["type"] == "ok", "the same send works once the function is back")
+    status, body = server.request("POST", "/v1/messages", {"clientMessageId": "rest-500", "to": [frank], "text": "x"}, token=erin_token)
+    check(status == 200 and body.get("duplicate") is not True, f"the refused REST send was not stored: {status} {body}")
+    log("send with an unexpected database error: REST 500 internal, socket internal with the session open, nothing stored: ok")
+    await e1.close()
+
+
+async def hello_overloaded(postgres, server, users):
+    """A device registration that runs past the statement timeout (5 s) closes hello with 1013 `unavailable`."""
+    frank_token = users[5][1]
+    lock = HeldLock(postgres, "rt_devices")
+    try:
+        started = time.monotonic()
+        frames, code = await refused_hello(server.ws_url, frank_token, "frank-1013")
+        seconds = time.monotonic() - started
+    finally:
+        lock.release()
+    check(code == 1013, f"hello with rt_devices locked past the statement timeout: close {code} after {frames}")
+    check(frames and frames[-1]["type"] == "error" and frames[-1]["code"] == "unavailable", frames)
+    check(4 < seconds < 10, f"refused after {seconds:.1f} s (the 5 s statement timeout)")
+    client = await Client.connect(server.ws_url, frank_token, "frank-1013")
+    check(client.welcome["type"] == "welcome", client.welcome)
+    await client.close()
+    log(f"hello: the registration cancelled by the statement timeout ({seconds:.1f} s) closes with 1013 unavailable: ok")
+
+
+async def held_before_welcome(postgres, server, users):
+    """At most 64 frames are held while hello is being answered; more get too_many_pending at once."""
+    frank_token = users[5][1]
+    lock = HeldLock(postgres, "rt_devices")
+    ws = await websockets.connect(server.ws_url, ping_interval=None)
+    try:
+        await ws.send(json.dumps({"type": "hello", "sessionToken": frank_token, "deviceId": "frank-held"}))
+        for n in range(1, 71):
+            await ws.send(json.dumps({"type": "ack", "id": n, "upTo": 0}))
+        early = [json.loads(await asyncio.wait_for(ws.recv(), 4)) for _ in range(6)]
+    finally:
+        lock.release()
+    check([(f["type"], f.get("code"), f.get("re")) for f in early] == [("error", "too_many_pending", n) for n in range(65, 71)],
+          f"before the welcome: {early}")
+    welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    check(welcome["type"] == "welcome", welcome)
+    held = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(64)]
+    check([(f["type"], f["re"]) for f in held] == [("ok", n) for n in range(1, 65)], f"the held frames after the welcome: {held[:3]}…")
+    await ws.close()
+    log("hello: 64 frames held until the welcome and then answered in order, 6 more refused at once with too_many_pending: ok")
+
+
 async def sigterm(postgres, server, users):
     """SIGTERM closes open sessions with 1001."""
     client = await Client.connect(server.ws_url, users[5][1], "frank-sigterm")
@@ -281,7 +350,8 @@ async def sigterm(postgres, server, users):
 
 
 SECTIONS = {"pending": too_many_pending, "subscriptions": too_many_subscriptions, "typing": typing_rate, "unsubscribe": unsubscribe, "rate": send_rate,
-            "candidates": candidates_limit, "hello1011": hello_internal_error}
+            "candidates": candidates_limit, "hello1011": hello_internal_error, "internal": send_internal_error,
+            "hello1013": hello_overloaded, "held": held_before_welcome}
 
 
 async def scenario(postgres, server):
