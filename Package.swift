@@ -58,8 +58,11 @@ let package = Package(
             "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyHTTP", "ParleyRealtime", "ParleyLog", "ParleyMetrics",
         ]),
 
+        // Cloud Code through webhooks: hooks, the webhook caller, after-trigger and job deliveries.
+        .target(name: "ParleyCloud", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog"]),
+
         // Wire formats of the domain: the Parse-compatible REST API.
-        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
+        .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyCloud", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
 
         // The schema: migrations/*.sql compiled in by a build plugin (its tool runs on the build host).
         .target(name: "ParleyMigrations", plugins: ["EmbedMigrations"]),
@@ -69,7 +72,7 @@ let package = Package(
         // Wiring and the executable.
         .target(name: "ParleyServer", dependencies: [
             "ParleyNet", "ParleyHTTP", "ParleyWebSocket", "ParleyJSON", "ParleyPostgres", "ParleyMigrations", "ParleyAccounts",
-            "ParleyParse", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
+            "ParleyParse", "ParleyCloud", "ParleyRealtime", "ParleyCalls", "ParleyPush", "ParleyIdentity", "ParleyMail", "ParleyLog", "ParleyMetrics", "CLinux",
         ]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 

@@ -18,10 +18,14 @@ public final class Accounts: Sendable {
     public let roles: RoleStore
     /// `_Role` writes (`/roles`, `/classes/_Role`).
     public let roleWriter: RoleWriter
+    /// Writes of other user-defined classes, with their Relation fields.
+    public let relations: RelationWriter
     /// Session and user changes, published to every node; observe them to close live sockets.
     public let events: AccountEvents
     /// Parse's global config (`/config`).
     public let config: GlobalConfigStore
+    /// Email verification and password reset mails and links.
+    public let emails: AccountEmails
 
     /// The SQL function through which other modules' statements learn which ids are users,
     /// `(ids text[]) → SETOF text` (migrations/0009_realtime_devices_contacts.sql): they call it
@@ -30,7 +34,11 @@ public final class Accounts: Sendable {
     public let logger: Logger
 
     /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).
-    public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(), logger: Logger = Logger(label: "accounts")) {
+    /// `authData` verifies logins with `authData` (none enabled by default: 252); `mailer`
+    /// queues verification and reset mails (none by default).
+    public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(),
+                authData: any AuthDataVerifier = NoAuthDataVerifier(), mailer: any AccountMailer = NoAccountMailer(),
+                logger: Logger = Logger(label: "accounts")) {
         self.database = database
         self.blockingPool = blockingPool
         self.configuration = configuration
@@ -44,10 +52,13 @@ public final class Accounts: Sendable {
         roles = RoleStore(capacity: configuration.sessionCacheCapacity)
         events = AccountEvents(sessionCache: sessionCache, userCache: userCache, configCache: config, roleCache: roles)
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
-        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles)
+        users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles,
+                          authData: authData)
+        emails = AccountEmails(database: database, users: users, sessions: sessions, mailer: mailer, configuration: configuration, logger: logger)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
-        roleWriter = RoleWriter(database: database, objects: objects, roles: roles, events: events)
+        relations = RelationWriter(database: database, objects: objects)
+        roleWriter = RoleWriter(relations: relations, roles: roles, events: events)
     }
 
     /// Runs `body` in one transaction; a thrown error rolls everything back.

@@ -22,6 +22,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case commandUnavailable(String)
     /// 111
     case incorrectType(String)
+    /// 115: a push the API cannot send as asked (Parse's PUSH_MISCONFIGURED).
+    case pushMisconfigured(String)
     /// 116
     case objectTooLarge(String)
     /// 119
@@ -34,8 +36,12 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case missingRequiredField(String)
     /// 137
     case duplicateValue(String)
+    /// 141: Cloud Code failed (a webhook's error, or a webhook that could not be called).
+    case scriptFailed(String)
     /// 142: a value broke a rule (the password policy).
     case validationFailed(String)
+    /// 143: the Hooks API refused a declaration.
+    case webhookError(String)
     /// 200
     case usernameMissing(String)
     /// 201
@@ -44,10 +50,20 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case usernameTaken(String)
     /// 203
     case emailTaken(String)
+    /// 204: an email request without an email.
+    case emailMissing(String)
+    /// 205: no user with that email, or an unverified email where one is required.
+    case emailNotFound(String)
     /// 206
     case sessionMissing(String)
+    /// 208: the authData is linked to another user.
+    case accountAlreadyLinked(String)
     /// 209
     case invalidSessionToken(String)
+    /// 252: an unknown or disabled authData provider.
+    case unsupportedService(String)
+    /// -1 (Parse's OTHER_CAUSE).
+    case otherCause(String)
     /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
     /// Server's `rateLimit` answers ("Too many requests.").
     case tooManyRequests(String)
@@ -65,20 +81,28 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidJSON: 107
         case .commandUnavailable: 108
         case .incorrectType: 111
+        case .pushMisconfigured: 115
         case .objectTooLarge: 116
         case .operationForbidden: 119
         case .invalidACL: 123
         case .invalidEmailAddress: 125
         case .missingRequiredField: 135
         case .duplicateValue: 137
+        case .scriptFailed: 141
         case .validationFailed: 142
+        case .webhookError: 143
         case .usernameMissing: 200
         case .passwordMissing: 201
         case .usernameTaken: 202
         case .emailTaken: 203
+        case .emailMissing: 204
+        case .emailNotFound: 205
         case .sessionMissing: 206
+        case .accountAlreadyLinked: 208
         case .invalidSessionToken: 209
+        case .unsupportedService: 252
         case .tooManyRequests: 100
+        case .otherCause: -1
         }
     }
 
@@ -91,7 +115,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .invalidSessionToken(let m), .tooManyRequests(let m):
+             .emailMissing(let m), .emailNotFound(let m), .otherCause(let m), .sessionMissing(let m), .accountAlreadyLinked(let m),
+             .invalidSessionToken(let m), .unsupportedService(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m),
+             .pushMisconfigured(let m):
             m
         }
     }
@@ -111,5 +137,7 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public static let usernameTaken = ParseError.usernameTaken("Account already exists for this username.")
     public static let emailTaken = ParseError.emailTaken("Account already exists for this email address.")
     public static let invalidEmail = ParseError.invalidEmailAddress("Email address format is invalid.")
+    public static let authDataLinked = ParseError.accountAlreadyLinked("this auth is already used")
+    public static let unsupportedAuth = ParseError.unsupportedService("This authentication method is unsupported.")
     public static let nulCharacter = ParseError.invalidJSON("strings and keys may not contain the NUL character (\\u0000)")
 }

@@ -6,6 +6,8 @@ public enum ParseFieldType: Sendable, Equatable, CustomStringConvertible {
     case string, number, boolean, date, object, array, geoPoint, bytes
     /// A pointer to objects of one class.
     case pointer(targetClass: String)
+    /// A relation to objects of one class (its members live in `_Join:<field>:<class>`).
+    case relation(targetClass: String)
 
     /// The name stored in `class_schemas.type` (and shown in errors), as Parse's schema names it.
     public var name: String {
@@ -19,18 +21,20 @@ public enum ParseFieldType: Sendable, Equatable, CustomStringConvertible {
         case .geoPoint: "GeoPoint"
         case .bytes: "Bytes"
         case .pointer: "Pointer"
+        case .relation: "Relation"
         }
     }
 
     /// The target class of a pointer.
     public var targetClass: String? {
-        if case .pointer(let target) = self { return target }
-        return nil
+        switch self {
+        case .pointer(let target), .relation(let target): target
+        default: nil
+        }
     }
 
     public var description: String {
-        if case .pointer(let target) = self { return "Pointer<\(target)>" }
-        return name
+        targetClass.map { "\(name)<\($0)>" } ?? name
     }
 
     /// The type for a stored `(type, target_class)` pair, nil for an unknown name.
@@ -47,6 +51,9 @@ public enum ParseFieldType: Sendable, Equatable, CustomStringConvertible {
         case "Pointer":
             guard let targetClass else { return nil }
             self = .pointer(targetClass: targetClass)
+        case "Relation":
+            guard let targetClass else { return nil }
+            self = .relation(targetClass: targetClass)
         default: return nil
         }
     }

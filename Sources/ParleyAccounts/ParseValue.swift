@@ -49,6 +49,11 @@ public enum ParseValue {
                 throw .invalidPointer("invalid Pointer: expected {\"__type\":\"Pointer\",\"className\":…,\"objectId\":…}")
             }
             return (.pointer(targetClass: className), pointer(className: className, objectId: objectId))
+        case "Relation":
+            guard let className = object["className"]?.string, ClassName.isValid(className) || ClassName.isSystem(className) else {
+                throw .incorrectType("invalid Relation: expected {\"__type\":\"Relation\",\"className\":…}")
+            }
+            return (.relation(targetClass: className), relation(className: className))
         case "GeoPoint":
             guard let lat = object["latitude"]?.double, let lng = object["longitude"]?.double, lat.isFinite, lng.isFinite else {
                 throw .incorrectType("invalid GeoPoint: expected numeric latitude and longitude")
@@ -62,7 +67,7 @@ public enum ParseValue {
             }
             return (.bytes, ["__type": "Bytes", "base64": .string(base64)])
         case let other?:
-            throw .incorrectType("unsupported type \(other) (Parley stores String, Number, Boolean, Date, Object, Array, Pointer, GeoPoint, Bytes)")
+            throw .incorrectType("unsupported type \(other) (Parley stores String, Number, Boolean, Date, Object, Array, Pointer, Relation, GeoPoint, Bytes)")
         case nil:
             throw .incorrectType("__type must be a string")
         }
@@ -76,6 +81,11 @@ public enum ParseValue {
     /// `{"__type":"Pointer","className":…,"objectId":…}`.
     public static func pointer(className: String, objectId: String) -> JSONValue {
         ["__type": "Pointer", "className": .string(className), "objectId": .string(objectId)]
+    }
+
+    /// `{"__type":"Relation","className":…}`: a Relation field's value in every answer.
+    public static func relation(className: String) -> JSONValue {
+        ["__type": "Relation", "className": .string(className)]
     }
 
     /// `{"__type":"GeoPoint","latitude":…,"longitude":…}`.

@@ -8,26 +8,74 @@ public struct QueryRunner: Sendable {
     public let compiledQueries: CompiledQueryCache
     /// The bounds of `$regex` statements.
     public let regexLimit: RegexStatementLimit
+    /// Field types, to tell Relation fields in `where` (nil: no field is taken for a Relation).
+    public let schemas: SchemaStore?
 
-    public init(compiledQueries: CompiledQueryCache = CompiledQueryCache(), regexLimit: RegexStatementLimit = RegexStatementLimit()) {
+    public init(compiledQueries: CompiledQueryCache = CompiledQueryCache(), regexLimit: RegexStatementLimit = RegexStatementLimit(),
+                schemas: SchemaStore? = nil) {
         self.compiledQueries = compiledQueries
         self.regexLimit = regexLimit
+        self.schemas = schemas
     }
 
     /// The response body of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows
     /// written by `RowJSON`.
+    /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
     public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let (rows, count) = try await fetch(query, auth: auth, on: db)
-        return RowOutput(query, auth: auth).body(rows, count: count)
+        let relations = try await relationFields(query.className, on: db)
+        if query.shape.isPlain { return RowOutput(query, auth: auth, relations: relations).body(rows, count: count) }
+        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys, relations: relations)
+        try await IncludeResolver(runner: self, shape: query.shape, auth: auth).apply(&results, on: db)
+        return IncludeResolver.body(results, count: count)
+    }
+
+    /// One object's JSON (a single-object GET, `/users/me`) shaped by `shape`: top-level `keys`
+    /// (`sessionToken` kept), `excludeKeys` and includes, exactly as a find shapes its rows.
+    public func shape(_ object: [UInt8], shape: ReadShape, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        if shape.isPlain && shape.keys == nil { return object }
+        guard case .object(var value)? = try? JSONParser().parse(object) else { return object }
+        if let keys = shape.topLevelKeys {
+            let kept = Set(keys).union(IncludeResolver.alwaysSelected).union(["sessionToken"])
+            for key in value.keys where !kept.contains(key) { value[key] = nil }
+        }
+        var results = [value]
+        try await IncludeResolver(runner: self, shape: shape, auth: auth).apply(&results, on: db)
+        var bytes: [UInt8] = []
+        JSONValue.object(results[0]).serialize(into: &bytes)
+        return bytes
+    }
+
+    /// The Relation fields a class's objects answer (none for system classes or without a schema).
+    func relationFields(_ className: String, on db: any SQLExecutor) async throws(ParseError) -> [SchemaStore.RelationField] {
+        guard let schemas, RowJSON.Kind(className: className) == .object else { return [] }
+        return try await schemas.relationFields(className: className, on: db)
+    }
+
+    /// The rows of `query` that `auth` may read (nil when `limit` is 0): the normal authorized
+    /// read, which include targets go through too.
+    func rows(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows? {
+        guard let compiled = try select(query, auth: auth) else { return nil }
+        return try await run(compiled, on: db)
     }
 
     /// `find` without a task, for a query without `count` and a caller on an event loop thread
     /// (an inline HTTP answer): the same statement and the same writer, through one read of
     /// `database`; `completion` runs on that loop, once. Declines (false, `completion` not
-    /// called) a `$regex` query: it runs in a transaction of its own on the async path.
+    /// called) a `$regex` query, which runs in a transaction of its own on the async path, and a
+    /// query with includes, dotted `keys` or `excludeKeys` (more statements after the first).
     public func find(_ query: ParseQuery, auth: Auth, on database: PostgresClient,
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
+        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty { return false }
+        // The Relation fields as this node last read them; an old or missing list is read again
+        // in the background (a Relation field another node added shows within seconds).
+        var relations: [SchemaStore.RelationField] = []
+        if let schemas, RowJSON.Kind(className: query.className) == .object {
+            let known = schemas.knownRelationFields(className: query.className)
+            relations = known?.fields ?? []
+            if known?.stale ?? true { schemas.refreshRelationFields(on: database) }
+        }
         let compiled: CompiledQuery?
         do {
             compiled = try select(query, auth: auth)
@@ -36,7 +84,7 @@ public struct QueryRunner: Sendable {
             return true
         }
         // The completion keeps what writing the rows needs, not the whole query.
-        let output = RowOutput(query, auth: auth)
+        let output = RowOutput(query, auth: auth, relations: relations)
         guard let compiled else {
             completion(.success(output.body(nil, count: nil)))
             return true
@@ -54,6 +102,12 @@ public struct QueryRunner: Sendable {
     /// The rows (nil when `limit` is 0) and the count (when asked for).
     private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
         -> (rows: PostgresRows?, count: Int?) {
+        var query = query
+        let pointerFields = Self.pointerFields(query)
+        if let schemas, !pointerFields.isEmpty, query.className != ClassName.session {
+            let types = try await schemas.resolve(className: query.className, record: [], lookup: pointerFields, on: db)
+            query.relationFields = Set(pointerFields.filter { if case .relation? = types[$0] { true } else { false } })
+        }
         var rows: PostgresRows?
         if let compiled = try select(query, auth: auth) {
             rows = try await run(compiled, on: db)
@@ -76,6 +130,16 @@ public struct QueryRunner: Sendable {
         return try Self.compile { () throws(QueryError) in
             try compiledQueries.compileSelect(query, layout: layout, readerIDs: Self.readers(auth))
         }
+    }
+
+    /// Top-level `where` fields constrained to equal a Pointer: a Relation field's query form.
+    private static func pointerFields(_ query: ParseQuery) -> [String] {
+        guard case .object(let object)? = query.where else { return [] }
+        var fields: [String] = []
+        for (key, value) in object where !key.hasPrefix("$") {
+            if case .object(let operand) = value, operand["__type"]?.string == "Pointer" { fields.append(key) }
+        }
+        return fields
     }
 
     /// The ACL readers a query filters on: nil for the master key (no filter).
@@ -123,15 +187,17 @@ private struct RowOutput {
     let kind: RowJSON.Kind
     let keys: [String]?
     let viewer: Auth
+    let relations: [SchemaStore.RelationField]
 
-    init(_ query: ParseQuery, auth: Auth) {
+    init(_ query: ParseQuery, auth: Auth, relations: [SchemaStore.RelationField]) {
         kind = RowJSON.Kind(className: query.className)
         keys = query.keys
         viewer = auth
+        self.relations = relations
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations)
     }
 }

@@ -4,9 +4,14 @@ public enum RandomID {
 
     /// A Parse objectId: 10 characters from `[A-Za-z0-9]`.
     public static func objectID() -> String {
+        alphanumeric(length: 10)
+    }
+
+    /// `length` characters from `[A-Za-z0-9]` (Parse's `randomString`: generated usernames).
+    public static func alphanumeric(length: Int) -> String {
         var bytes = [UInt8]()
-        bytes.reserveCapacity(10)
-        for _ in 0..<10 {
+        bytes.reserveCapacity(length)
+        for _ in 0..<length {
             bytes.append(alphabet[Int(Sodium.uniform(UInt32(alphabet.count)))])
         }
         return String(decoding: bytes, as: UTF8.self)

@@ -9,17 +9,14 @@ import ParleyPostgres
 /// rule as for any object; relation changes are applied only after that write succeeded, in the
 /// same transaction.
 public struct RoleWriter: Sendable {
-    let database: PostgresClient
-    let objects: ObjectStore
+    let relations: RelationWriter
     let roles: RoleStore
     let events: AccountEvents
 
-    /// A relation change read from an update body (`AddRelation` or `RemoveRelation`).
-    struct RelationChange {
-        let table: String
-        let add: Bool
-        let ids: [String]
-    }
+    private var objects: ObjectStore { relations.objects }
+
+    /// `_Role`'s two relations and the class of their members.
+    private static let roleRelations = ["users": ClassName.user, "roles": ClassName.role]
 
     /// Parse's role name rule: letters, digits, `_`, `-` and spaces, not empty, at most 128 bytes.
     public static func validName(_ value: JSONValue) throws(ParseError) -> String {
@@ -39,10 +36,10 @@ public struct RoleWriter: Sendable {
         let name = try Self.validName(nameValue)
         guard let acl = body["ACL"], !acl.isNull else { throw .incorrectType("ACL is required.") }
         let object = body
-        return try await atomically(db) { db throws(ParseError) in
+        return try await relations.atomically(db) { db throws(ParseError) in
             try await ensureUnused(name, on: db)
             let created = try await objects.create(className: ClassName.role, body: object, auth: auth, on: db)
-            try await apply(changes, to: created["objectId"]?.string ?? "", on: db)
+            try await relations.apply(changes, owner: created["objectId"]?.string ?? "", on: db)
             try await roles.rolesChanged(events: events, on: db)
             return created
         }
@@ -62,9 +59,9 @@ public struct RoleWriter: Sendable {
             guard current == nil || current == name else { throw .incorrectType("A role's name can only be set before it has been saved.") }
         }
         let object = body
-        return try await atomically(db) { db throws(ParseError) in
+        return try await relations.atomically(db) { db throws(ParseError) in
             let updated = try await objects.update(className: ClassName.role, objectId: objectId, body: object, auth: auth, on: db)
-            try await apply(changes, to: objectId, on: db)
+            try await relations.apply(changes, owner: objectId, on: db)
             try await roles.rolesChanged(events: events, on: db)
             return updated
         }
@@ -72,27 +69,13 @@ public struct RoleWriter: Sendable {
 
     /// Deletes a role the viewer may write (101 otherwise) and its memberships.
     public func delete(objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
-        try await atomically(db) { db throws(ParseError) in
+        try await relations.atomically(db) { db throws(ParseError) in
             try await objects.delete(className: ClassName.role, objectId: objectId, auth: auth, on: db)
             var builder = SQLBuilder()
             let id = builder.bind(.text(objectId))
             _ = try await db.run("DELETE FROM \"\(RoleStore.usersJoinTable)\" WHERE \"owningId\" = \(id)", builder.params)
             _ = try await db.run("DELETE FROM \"\(RoleStore.rolesJoinTable)\" WHERE \"owningId\" = \(id) OR \"relatedId\" = \(id)", builder.params)
             try await roles.rolesChanged(events: events, on: db)
-        }
-    }
-
-    /// Runs `body` in one transaction: `db` itself when it is one (a transactional batch).
-    private func atomically<T: Sendable>(_ db: any SQLExecutor, _ body: @Sendable (any SQLExecutor) async throws(ParseError) -> T) async throws(ParseError) -> T {
-        if let transaction = db as? PostgresTransaction { return try await body(transaction) }
-        do {
-            return try await database.transaction { transaction in try await body(transaction) }
-        } catch let error as ParseError {
-            throw error
-        } catch let error as PostgresError {
-            throw ParseError.database(error)
-        } catch {
-            throw ParseError.internalError("role write: \(error)")
         }
     }
 
@@ -112,40 +95,12 @@ public struct RoleWriter: Sendable {
         }
     }
 
-    private func apply(_ changes: [RelationChange], to roleId: String, on db: any SQLExecutor) async throws(ParseError) {
-        for change in changes where !change.ids.isEmpty {
-            var builder = SQLBuilder()
-            let ids = builder.bind(.textArray(change.ids))
-            let owner = builder.bind(.text(roleId))
-            let sql = change.add
-                ? "INSERT INTO \"\(change.table)\" (\"relatedId\", \"owningId\") SELECT DISTINCT unnest(\(ids)::text[]), \(owner) ON CONFLICT DO NOTHING"
-                : "DELETE FROM \"\(change.table)\" WHERE \"owningId\" = \(owner) AND \"relatedId\" = ANY(\(ids)::text[])"
-            _ = try await db.run(sql, builder.params)
-        }
-    }
-
     /// Removes `users` and `roles` from `body` as relation changes (111 unless each is an
     /// `AddRelation`/`RemoveRelation` of pointers to `_User` / `_Role`).
-    static func takeRelations(_ body: inout JSONObject) throws(ParseError) -> [RelationChange] {
-        var changes: [RelationChange] = []
-        for (key, table, target) in [("users", RoleStore.usersJoinTable, ClassName.user), ("roles", RoleStore.rolesJoinTable, ClassName.role)] {
-            guard let value = body.removeValue(forKey: key) else { continue }
-            guard case .object(let op) = value, let name = op["__op"]?.string, name == "AddRelation" || name == "RemoveRelation" else {
-                throw .incorrectType("\(key) of a role can only be changed with AddRelation or RemoveRelation")
-            }
-            guard let items = op["objects"]?.array else { throw .invalidJSON("objects to \(name) must be an array") }
-            guard items.count <= FieldOperation.maxObjects else { throw .invalidJSON("at most \(FieldOperation.maxObjects) objects per \(name)") }
-            var ids: [String] = []
-            for item in items {
-                guard case .object(let pointer) = item, pointer["__type"]?.string == "Pointer", let id = pointer["objectId"]?.string,
-                      !id.isEmpty, id.utf8.count <= 120 else { throw .invalidPointer("\(name) objects must be pointers") }
-                guard pointer["className"]?.string == target else {
-                    throw .incorrectType("Related object must be of class \(target), but \(pointer["className"]?.string ?? "nothing") was passed in.")
-                }
-                ids.append(id)
-            }
-            changes.append(RelationChange(table: table, add: name == "AddRelation", ids: ids))
+    static func takeRelations(_ body: inout JSONObject) throws(ParseError) -> [RelationWriter.Change] {
+        var types: [(field: String, type: ParseFieldType)] = []
+        return try RelationWriter.take(&body, className: ClassName.role, types: &types, fixed: roleRelations) { key in
+            "\(key) of a role can only be changed with AddRelation or RemoveRelation"
         }
-        return changes
     }
 }

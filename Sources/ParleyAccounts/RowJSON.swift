@@ -28,29 +28,43 @@ struct RowJSON {
     }
 
     private let kind: Kind
-    /// Who reads: `email` only for the user itself or the master key.
+    /// Who reads: `email` and `authData` only for the user itself or the master key.
     private let viewer: Auth
     /// With a `keys` list: those keys plus the members Parse always returns. Nil: every member.
     private let wanted: Set<String>?
     /// Positions of the columns read, resolved once for every row of a result.
     private let objectID, createdAt, updatedAt, acl, data: Int?
-    private let username, email, emailVerified: Int?
+    private let username, email, emailVerified, authData: Int?
     private let installationID, deviceType, deviceToken, voipDeviceToken, userID: Int?
     private let token, createdWith, restricted, expiresAt: Int?
 
     private static let columnNames = PostgresColumnNames([
         "object_id", "created_at", "updated_at", "acl", "data", "username", "email", "email_verified",
         "installation_id", "device_type", "device_token", "voip_device_token", "user_id",
-        "token", "created_with", "restricted", "expires_at",
+        "token", "created_with", "restricted", "expires_at", "auth_data",
     ])
+
+    /// `,"<field>":{"__type":"Relation","className":…}` for each Relation field of the class
+    /// (`keys` permitting), written at each object's end, as Parse Server answers them.
+    private let relationMembers: [UInt8]
 
     /// Members every row keeps whatever `keys` says.
     private static let alwaysReturned: Set<String> = ["objectId", "createdAt", "updatedAt", "ACL", "sessionToken"]
 
-    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil) {
+    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = []) {
         self.kind = kind
         self.viewer = viewer
-        wanted = keys.map { Set($0).union(Self.alwaysReturned) }
+        let wanted = keys.map { Set($0).union(Self.alwaysReturned) }
+        self.wanted = wanted
+        var members: [UInt8] = []
+        for relation in relations where wanted?.contains(relation.field) ?? true {
+            members.append(UInt8(ascii: ","))
+            JSONSerializer.writeString(relation.field, into: &members)
+            members.append(contentsOf: #":{"__type":"Relation","className":"#.utf8)
+            JSONSerializer.writeString(relation.targetClass, into: &members)
+            members.append(UInt8(ascii: "}"))
+        }
+        relationMembers = members
         let positions = columns.positions(of: Self.columnNames)
         objectID = positions[0]
         createdAt = positions[1]
@@ -69,25 +83,27 @@ struct RowJSON {
         createdWith = positions[14]
         restricted = positions[15]
         expiresAt = positions[16]
+        authData = positions[17]
     }
 
     /// The first row as a JSON object for `viewer`, reduced to `keys` when given; nil without rows.
-    static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil) -> [UInt8]? {
+    static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = []) -> [UInt8]? {
         guard let row = rows.first else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
-        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys).write(row, into: &bytes)
+        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations).write(row, into: &bytes)
         return bytes
     }
 
     /// A find's response body: `{"results":[…]}` plus `"count"` when counted (`rows` nil when
     /// `limit` was 0).
-    static func results(_ kind: Kind, _ rows: PostgresRows?, count: Int?, viewer: Auth, keys: [String]?) -> [UInt8] {
+    static func results(_ kind: Kind, _ rows: PostgresRows?, count: Int?, viewer: Auth, keys: [String]?,
+                        relations: [SchemaStore.RelationField] = []) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 512)
         bytes.append(#"{"results":["#)
         if let rows, !rows.isEmpty {
-            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys)
+            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations)
             for (position, row) in rows.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
                 writer.write(row, into: &bytes)
@@ -113,6 +129,11 @@ struct RowJSON {
         case .installation: writeInstallation(row, into: &bytes)
         case .session: writeSession(row, into: &bytes)
         }
+        if !relationMembers.isEmpty {
+            bytes.removeLast()
+            bytes.append(contentsOf: relationMembers)
+            bytes.append(UInt8(ascii: "}"))
+        }
     }
 
     private func wants(_ member: String) -> Bool {
@@ -137,9 +158,16 @@ struct RowJSON {
             bytes.append(verified ? #","emailVerified":true"# : #","emailVerified":false"#)
             wroteVerified = true
         }
-        // `sessionToken` is never a user's field (it is reserved; `me` and login add the caller's).
+        // Linked logins are the user's own business, as Parse Server's `filterSensitiveData`.
+        if wants("authData"), viewer.isMaster || Self.cell(objectId, equals: viewer.userId), let authCell = cell(row, authData), !authCell.isNull {
+            bytes.append(#","authData":"#)
+            Self.appendJSON(authCell, to: &bytes)
+        }
+        // `sessionToken` and `authData` are never `data` members (they are reserved; `me` and
+        // login add the caller's token).
         writeDataAndMetadata(row, into: &bytes) { key in
-            Self.equals(key, "objectId") || Self.equals(key, "sessionToken") || (wroteName && Self.equals(key, "username"))
+            Self.equals(key, "objectId") || Self.equals(key, "sessionToken") || Self.equals(key, "authData")
+                || (wroteName && Self.equals(key, "username"))
                 || (wroteEmail && Self.equals(key, "email")) || (wroteVerified && Self.equals(key, "emailVerified"))
         }
     }

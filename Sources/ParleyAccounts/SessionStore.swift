@@ -30,10 +30,11 @@ public struct SessionStore: Sendable {
 
     /// SQL and parameters inserting a session for `userIdSQL` (a placeholder or subquery), with
     /// the parameters appended to `builder`. Used alone and inside the signup statement.
-    func insertSQL(userId: String, action: Action, installationId: String?, now: Int64, builder: inout SQLBuilder) -> (sql: String, info: SessionInfo) {
+    func insertSQL(userId: String, action: Action, authProvider: String, installationId: String?, now: Int64,
+                   builder: inout SQLBuilder) -> (sql: String, info: SessionInfo) {
         let info = SessionInfo(sessionId: RandomID.objectID(), token: RandomID.sessionToken(), userId: userId,
                                expiresAt: now + lifetimeSeconds * 1000, installationId: installationId)
-        let createdWith: JSONValue = ["action": .string(action.rawValue), "authProvider": "password"]
+        let createdWith: JSONValue = ["action": .string(action.rawValue), "authProvider": .string(authProvider)]
         let sql = """
             INSERT INTO sessions (object_id, token, user_id, created_with, installation_id, expires_at, created_at, updated_at)
             VALUES (\(builder.bind(.text(info.sessionId))), \(builder.bind(.text(info.token))), \(builder.bind(.text(userId))), \
@@ -45,12 +46,14 @@ public struct SessionStore: Sendable {
 
     /// Creates a session. As Parse does, other sessions of the same user and installation are
     /// removed first (one session per device). `mark` is the session cache's mark taken before
-    /// the caller read the user (its ban state).
-    public func create(userId: String, action: Action, installationId: String?, since mark: SessionCache.Mark,
-                       on db: any SQLExecutor) async throws(ParseError) -> SessionInfo {
+    /// the caller read the user (its ban state). `authProvider` is `createdWith.authProvider`:
+    /// `password`, or the authData providers of the login joined with `,`.
+    public func create(userId: String, action: Action, authProvider: String = "password", installationId: String?,
+                       since mark: SessionCache.Mark, on db: any SQLExecutor) async throws(ParseError) -> SessionInfo {
         let now = UTCTime.nowMilliseconds()
         var builder = SQLBuilder()
-        let (insert, info) = insertSQL(userId: userId, action: action, installationId: installationId, now: now, builder: &builder)
+        let (insert, info) = insertSQL(userId: userId, action: action, authProvider: authProvider, installationId: installationId,
+                                       now: now, builder: &builder)
         if let installationId {
             let removed = try await db.run("DELETE FROM sessions WHERE user_id = $1 AND installation_id = $2 RETURNING token", [.text(userId), .text(installationId)])
             for row in removed {

@@ -14,6 +14,8 @@ public struct UserStore: Sendable {
     public let cache: UserCache
     /// Told that a signed-up user holds no role yet, so its first requests can be answered inline.
     let roles: RoleStore
+    /// Verifies `authData` entries (the server's providers).
+    let authData: any AuthDataVerifier
 
     /// Members of a user body handled as typed columns.
     static let coreFields: Set<String> = ["username", "email", "password", "emailVerified"]
@@ -22,40 +24,91 @@ public struct UserStore: Sendable {
     /// Longest username or email accepted, in bytes.
     public static let maxNameBytes = 256
 
-    static let columns = "object_id, username, email, email_verified, acl, data, created_at, updated_at"
+    static let columns = "object_id, username, email, email_verified, acl, data, auth_data, created_at, updated_at"
 
     // MARK: Signup
 
-    /// What a signup returns: the new user's id, creation time and first session.
+    /// What a signup returns: the new user's id, creation time and first session; or, when its
+    /// `authData` named an existing user, that user logged in.
     public struct SignUpResult: Sendable {
         public let objectId: String
         public let createdAt: Int64
         public let session: SessionInfo?
+        /// The username Parley made up for an authData signup that sent none (Parse returns it).
+        public let generatedUsername: String?
+        /// The existing user of the signup's `authData` as it sees itself, with the new
+        /// `sessionToken`: Parse answers 200 with it instead of 201.
+        public let loggedIn: [UInt8]?
+        /// The new user has an unverified email (`verifyUserEmails`): mail it a link.
+        public let needsVerification: Bool
 
-        /// Parse's signup response body: `{objectId, createdAt, sessionToken}`.
+        /// Parse's signup response body: `{objectId, createdAt, username?, sessionToken}`.
         public var json: JSONObject {
             var object: JSONObject = ["objectId": .string(objectId), "createdAt": .string(UTCTime.iso8601(milliseconds: createdAt))]
+            if let generatedUsername { object["username"] = .string(generatedUsername) }
             if let session { object["sessionToken"] = .string(session.token) }
             return object
         }
     }
 
+    /// Length of a generated username (Parse's `randomString(25)`).
+    static let generatedUsernameLength = 25
+
     /// Creates a user from a signup body and, unless `createSession` is false, its first session.
     /// Errors: 200/201 missing username/password, 125 bad email, 202/203 taken (case-insensitive),
     /// 105/111/123 for bad fields, 119 when a client sets `emailVerified`.
+    ///
+    /// With `authData` (docs/identity.md): every provider entry is verified first (252 unknown or
+    /// disabled, 101 refused); when the ids belong to a user, that user is logged in (200 with
+    /// its session; 208 when they belong to two users or to another user than the caller's);
+    /// otherwise a user is created with them, username and password optional.
     public func signUp(body: JSONObject, auth: Auth, createSession: Bool = true, on db: any SQLExecutor) async throws(ParseError) -> SignUpResult {
+        var body = body
+        var change: AuthDataChange?
+        if let value = body.removeValue(forKey: "authData") {
+            let parsed = try AuthDataChange(value)
+            if !parsed.links.isEmpty { change = parsed }
+        }
         let plan = try WritePlan(body: body, isCreate: true, coreFields: Self.coreFields, reserved: Self.reservedFields)
-        guard let username = plan.core["username"]?.string, !username.isEmpty, username.utf8.count <= Self.maxNameBytes, !username.utf8.contains(0) else {
+        if var pending = change {
+            try await pending.verify(with: authData)
+            change = pending
+            if let existing = try await logIn(authData: pending, auth: auth, on: db) { return existing }
+        }
+        var generatedUsername: String?
+        let username: String
+        if let value = plan.core["username"], !(change != nil && value.isNull) {
+            guard let name = value.string, !name.isEmpty, name.utf8.count <= Self.maxNameBytes, !name.utf8.contains(0) else {
+                throw ParseError.usernameMissing
+            }
+            username = name
+        } else if change != nil {
+            username = RandomID.alphanumeric(length: Self.generatedUsernameLength)
+            generatedUsername = username
+        } else {
             throw ParseError.usernameMissing
         }
-        guard let password = plan.core["password"]?.string, !password.isEmpty else { throw ParseError.passwordMissing }
-        try configuration.passwordPolicy.validate(password, username: username)
+        let password: String?
+        if let value = plan.core["password"], !(change != nil && value.isNull) {
+            guard let text = value.string, !text.isEmpty else { throw ParseError.passwordMissing }
+            password = text
+        } else if change != nil {
+            password = nil
+        } else {
+            throw ParseError.passwordMissing
+        }
+        if let password { try configuration.passwordPolicy.validate(password, username: username) }
         let email = try Self.email(plan.core["email"])
-        let emailVerified = try Self.emailVerified(plan.core["emailVerified"], auth: auth)
+        var emailVerified = try Self.emailVerified(plan.core["emailVerified"], auth: auth)
+        // verifyUserEmails: a new email starts unverified (a verification mail follows), and
+        // with preventLoginWithUnverifiedEmail the signup opens no session.
+        if configuration.verifyUserEmails, email != nil, emailVerified == nil { emailVerified = false }
+        let createSession = createSession && !(configuration.requiresVerifiedEmail && email != nil && emailVerified != true)
         try await schemas.resolve(className: ClassName.user, record: plan.fieldTypes, on: db)
         try await checkAvailable(username: username, email: email, excluding: nil, on: db)
         let mark = sessions.cache.mark()
-        let hash = try await hasher.hash(password, on: pool)
+        var hash: String?
+        if let password { hash = try await hasher.hash(password, on: pool) }
 
         let now = UTCTime.nowMilliseconds()
         for attempt in 0..<3 {
@@ -66,11 +119,12 @@ public struct UserStore: Sendable {
             let geo = plan.geoPoint.map { ACLSQL.geo(latitude: $0.latitude, longitude: $0.longitude, builder: &builder) } ?? "NULL"
             var sql = """
                 WITH u AS (
-                    INSERT INTO users (object_id, username, email, password_hash, email_verified, acl, rperm, wperm, data, geo, created_at, updated_at)
+                    INSERT INTO users (object_id, username, email, password_hash, email_verified, acl, rperm, wperm, data, geo, auth_data, created_at, updated_at)
                     VALUES (\(builder.bind(.text(objectId))), \(builder.bind(.text(username))), \(builder.bind(email.map(PostgresData.text) ?? .null)), \
-                    \(builder.bind(.text(hash))), \(builder.bind(emailVerified.map(PostgresData.bool) ?? .null))::boolean, \
+                    \(builder.bind(hash.map(PostgresData.text) ?? .null)), \(builder.bind(emailVerified.map(PostgresData.bool) ?? .null))::boolean, \
                     \(builder.bind(acl.map { .json(JSONValue.object($0.json).serialized()) } ?? .null))::jsonb, \(builder.bind(.textArray(readers))), \
                     \(builder.bind(.textArray(writers))), \(builder.bind(.json(JSONValue.object(plan.initialData()).serialized()))), \(geo), \
+                    \(builder.bind(change.map { .json($0.linkJSON) } ?? .null))::jsonb, \
                     \(builder.bind(.timestamp(milliseconds: now))), \(builder.bind(.timestamp(milliseconds: now))))
                     RETURNING object_id
                 )
@@ -79,7 +133,7 @@ public struct UserStore: Sendable {
             if createSession {
                 let info = SessionInfo(sessionId: RandomID.objectID(), token: RandomID.sessionToken(), userId: objectId,
                                        expiresAt: now + sessions.lifetimeSeconds * 1000, installationId: auth.installationId)
-                let createdWith: JSONValue = ["action": "signup", "authProvider": "password"]
+                let createdWith: JSONValue = ["action": "signup", "authProvider": .string(change?.providerNames ?? "password")]
                 sql += """
                     
                     INSERT INTO sessions (object_id, token, user_id, created_with, installation_id, expires_at, created_at, updated_at)
@@ -95,6 +149,12 @@ public struct UserStore: Sendable {
                 _ = try await db.query(sql, builder.params)
             } catch {
                 if error.isUniqueViolation {
+                    if Self.isAuthDataViolation(error), let change {
+                        // Another signup with the same provider id committed first: log in as
+                        // that user (outside a transaction, which the failed statement ended).
+                        if !(db is PostgresTransaction), let existing = try await logIn(authData: change, auth: auth, on: db) { return existing }
+                        throw ParseError.authDataLinked
+                    }
                     if let mapped = Self.uniqueViolation(error) { throw mapped }
                     if attempt < 2 { continue }
                 }
@@ -104,9 +164,43 @@ public struct UserStore: Sendable {
                 sessions.cache.put(session, since: mark)
                 roles.noteNewUser(objectId)
             }
-            return SignUpResult(objectId: objectId, createdAt: now, session: session)
+            return SignUpResult(objectId: objectId, createdAt: now, session: session, generatedUsername: generatedUsername, loggedIn: nil,
+                                needsVerification: emailVerified == false)
         }
         throw ParseError.internalError("could not allocate a unique objectId")
+    }
+
+    /// The login half of an authData signup: nil when no user holds the (verified) ids; else
+    /// that user with its provider data updated and a new session. 208 when the ids belong to
+    /// two users, or to another user than the caller's session.
+    private func logIn(authData change: AuthDataChange, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> SignUpResult? {
+        // Before the read of `banned`: a ban published meanwhile keeps the new session uncached.
+        let mark = sessions.cache.mark()
+        var builder = SQLBuilder()
+        let pairs = change.links.map { "(\(builder.bind(.text($0.provider))), \(builder.bind(.text($0.id))))" }.joined(separator: ", ")
+        let found = try await db.run("""
+            SELECT object_id, banned FROM users
+            WHERE object_id IN (SELECT user_id FROM user_auth_ids WHERE (provider, provider_id) IN (\(pairs))) LIMIT 2
+            """, builder.params)
+        guard let first = found.first, let userId = first["object_id"].string else { return nil }
+        guard found.count == 1 else { throw ParseError.authDataLinked }
+        if let caller = auth.userId, caller != userId { throw ParseError.authDataLinked }
+        guard first["banned"].bool != true else { throw ParseError.invalidLogin }
+        let merged = "COALESCE(auth_data, '{}'::jsonb) || $2::jsonb"
+        var rows = try await db.run("""
+            UPDATE users SET auth_data = \(merged) WHERE object_id = $1 AND auth_data IS DISTINCT FROM \(merged) RETURNING \(Self.columns)
+            """, [.text(userId), .json(change.linkJSON)]) { Self.isAuthDataViolation($0) ? ParseError.authDataLinked : nil }
+        if rows.isEmpty {
+            rows = try await db.run("SELECT \(Self.columns) FROM users WHERE object_id = $1", [.text(userId)])
+        } else {
+            cache.invalidate(userId)
+        }
+        guard let row = rows.first else { throw ParseError.invalidLogin }
+        let session = try await sessions.create(userId: userId, action: .login, authProvider: change.providerNames,
+                                                installationId: auth.installationId, since: mark, on: db)
+        let user = Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
+        return SignUpResult(objectId: userId, createdAt: row["created_at"].timestampMilliseconds ?? 0, session: session,
+                            generatedUsername: nil, loggedIn: user, needsVerification: false)
     }
 
     // MARK: Login
@@ -114,7 +208,10 @@ public struct UserStore: Sendable {
     /// Checks credentials and opens a session. Any mismatch (unknown user, wrong password, banned,
     /// no password set) is 101 "Invalid username/password." after the same argon2id work.
     /// Answers the user as it sees itself, with its new `sessionToken`.
-    public func logIn(username: String?, email: String?, password: String?, installationId: String?, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// `beforeSession`, when given, runs with the user's objectId once the password is verified
+    /// and before the session is created (Cloud Code's beforeLogin): its error fails the login.
+    public func logIn(username: String?, email: String?, password: String?, installationId: String?,
+                      beforeSession: (@Sendable (String) async throws(ParseError) -> Void)? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let username = username.flatMap { $0.isEmpty ? nil : $0 }
         let email = email.flatMap { $0.isEmpty ? nil : $0 }
         guard username != nil || email != nil else { throw ParseError.usernameMissing("username/email is required.") }
@@ -159,10 +256,14 @@ public struct UserStore: Sendable {
             }
         }
         guard valid, row["banned"].bool != true else { throw ParseError.invalidLogin }
+        if configuration.requiresVerifiedEmail, !row["email"].isNull, row["email_verified"].bool != true {
+            throw ParseError.emailNotFound("User email is not verified.")
+        }
         if configuration.passwordPolicy.isExpired(changedAt: row["password_changed_at"].timestampMilliseconds, now: UTCTime.nowMilliseconds()) {
             throw PasswordPolicy.expired
         }
 
+        if let beforeSession { try await beforeSession(userId) }
         let session = try await sessions.create(userId: userId, action: .login, installationId: installationId, since: mark, on: db)
         return Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
     }
@@ -236,9 +337,22 @@ public struct UserStore: Sendable {
     /// of fields changed by operations.
     public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         guard auth.canModifyUser(objectId) else { throw ParseError.sessionMissing("Cannot modify user \(objectId).") }
+        var body = body
+        var change: AuthDataChange?
+        if let value = body.removeValue(forKey: "authData") {
+            let parsed = try AuthDataChange(value)
+            if !parsed.isEmpty { change = parsed }
+        }
         let plan = try WritePlan(body: body, isCreate: false, coreFields: Self.coreFields, reserved: Self.reservedFields)
         var builder = SQLBuilder()
         var assignments: [String] = []
+        var guards = ""
+        if var pending = change {
+            try await pending.verify(with: authData)
+            change = pending
+            assignments.append(try await linkAssignment(pending, objectId: objectId, setsPassword: plan.core["password"] != nil,
+                                                        auth: auth, builder: &builder, guards: &guards, on: db))
+        }
         var username: String?
         if let value = plan.core["username"] {
             guard let name = value.string, !name.isEmpty, name.utf8.count <= Self.maxNameBytes, !name.utf8.contains(0) else { throw ParseError.usernameMissing }
@@ -250,6 +364,10 @@ public struct UserStore: Sendable {
             let parsed = try Self.email(value)
             email = .some(parsed)
             assignments.append("email = \(builder.bind(parsed.map(PostgresData.text) ?? .null))")
+            // verifyUserEmails: a changed email is unverified until its link is followed.
+            if configuration.verifyUserEmails, parsed != nil, plan.core["emailVerified"] == nil {
+                assignments.append("email_verified = CASE WHEN email IS NOT DISTINCT FROM \(builder.bind(parsed.map(PostgresData.text) ?? .null)) THEN email_verified ELSE false END")
+            }
         }
         if let value = plan.core["emailVerified"] {
             let verified = try Self.emailVerified(value, auth: auth)
@@ -272,7 +390,7 @@ public struct UserStore: Sendable {
         }
         let now = UTCTime.nowMilliseconds()
         assignments += plan.updateAssignments(types: types, now: now, builder: &builder)
-        let sql = "UPDATE users SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))"
+        let sql = "UPDATE users SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))\(guards)"
             + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
         let rows = try await db.run(sql, builder.params) { Self.uniqueViolation($0) }
         cache.invalidate(objectId)
@@ -288,6 +406,37 @@ public struct UserStore: Sendable {
         }
         return plan.updateResponse(row, now: now)
     }
+
+    /// The `auth_data = …` assignment of an update that links and unlinks providers (already
+    /// verified). 208 when a provider id belongs to another user; 142 when a client would unlink
+    /// the user's last way to log in (no password and no provider left). `guards` gets the same
+    /// rule as a condition of the UPDATE, for a concurrent change.
+    private func linkAssignment(_ change: AuthDataChange, objectId: String, setsPassword: Bool, auth: Auth,
+                                builder: inout SQLBuilder, guards: inout String, on db: any SQLExecutor) async throws(ParseError) -> String {
+        if !change.links.isEmpty {
+            var lookup = SQLBuilder()
+            let pairs = change.links.map { "(\(lookup.bind(.text($0.provider))), \(lookup.bind(.text($0.id))))" }.joined(separator: ", ")
+            let taken = try await db.run("""
+                SELECT 1 FROM user_auth_ids WHERE (provider, provider_id) IN (\(pairs)) AND user_id <> \(lookup.bind(.text(objectId))) LIMIT 1
+                """, lookup.params)
+            if !taken.isEmpty { throw ParseError.authDataLinked }
+        }
+        let next = "NULLIF((COALESCE(auth_data, '{}'::jsonb) - \(builder.bind(.textArray(change.unlinks)))::text[]) || \(builder.bind(.json(change.linkJSON)))::jsonb, '{}'::jsonb)"
+        if !change.unlinks.isEmpty && !setsPassword && !auth.isMaster {
+            var check = SQLBuilder()
+            let rows = try await db.run("""
+                SELECT password_hash IS NOT NULL OR NULLIF((COALESCE(auth_data, '{}'::jsonb) - \(check.bind(.textArray(change.unlinks)))::text[]) \
+                || \(check.bind(.json(change.linkJSON)))::jsonb, '{}'::jsonb) IS NOT NULL AS can_log_in FROM users WHERE object_id = \(check.bind(.text(objectId)))
+                """, check.params)
+            if rows.first?["can_log_in"].bool == false { throw Self.lastLoginMethod }
+            guards = " AND (password_hash IS NOT NULL OR \(next) IS NOT NULL)"
+        }
+        return "auth_data = \(next)"
+    }
+
+    /// A client may not unlink the last provider of a user without a password (it could never
+    /// log in again).
+    static let lastLoginMethod = ParseError.validationFailed("Cannot unlink the last way to log in: set a password or link another provider first.")
 
     /// Deletes a user (its sessions go with it). Only the user or master: 206 otherwise.
     public func delete(objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
@@ -370,11 +519,18 @@ public struct UserStore: Sendable {
         if rows.contains(where: { $0["email_taken"].bool == true }) { throw ParseError.emailTaken }
     }
 
+    /// Whether `error` is a provider id already held by another user (`user_auth_ids`).
+    static func isAuthDataViolation(_ error: PostgresError) -> Bool {
+        guard case .server(let server) = error, server.sqlState == "23505" else { return false }
+        return server.constraint == "user_auth_ids_pkey"
+    }
+
     static func uniqueViolation(_ error: PostgresError) -> ParseError? {
         guard case .server(let server) = error, server.sqlState == "23505" else { return nil }
         switch server.constraint {
         case "users_username_lower": return ParseError.usernameTaken
         case "users_email_lower": return ParseError.emailTaken
+        case "user_auth_ids_pkey": return ParseError.authDataLinked
         default: return nil
         }
     }

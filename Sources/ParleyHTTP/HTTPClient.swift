@@ -29,11 +29,13 @@ public final class HTTPClient: Sendable {
         public var userAgent: String?
         /// How long a resolved host name is reused.
         public var resolveCacheTTL: Duration
+        /// PEM CA bundle `https` servers are verified against; nil = the system store.
+        public var tlsCAFile: String?
 
         public init(connectTimeout: Duration = .seconds(5), requestTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(50),
                     maxConnectionsPerHost: Int = 8, maxQueuedRequestsPerHost: Int = 1024, maxRequestBytes: Int = 8 << 20,
                     responseLimits: HTTPResponseParser.Limits = .init(), userAgent: String? = "parley",
-                    resolveCacheTTL: Duration = .seconds(60)) {
+                    resolveCacheTTL: Duration = .seconds(60), tlsCAFile: String? = nil) {
             self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
             self.idleTimeout = idleTimeout
@@ -43,6 +45,7 @@ public final class HTTPClient: Sendable {
             self.responseLimits = responseLimits
             self.userAgent = userAgent
             self.resolveCacheTTL = resolveCacheTTL
+            self.tlsCAFile = tlsCAFile
         }
     }
 
@@ -51,12 +54,32 @@ public final class HTTPClient: Sendable {
     private let blockingPool: BlockingPool?
     private let loopStates: [LoopState]
     private let resolved = Mutex<[String: (addresses: [SocketAddress], expires: UInt64)]>([:])
+    /// The verification context of `https` requests, made on first use (it reads the CA files).
+    private let tls: Mutex<Result<TLSContext, TLSError>?> = Mutex(nil)
 
     public init(group: EventLoopGroup, configuration: Configuration = Configuration(), blockingPool: BlockingPool? = nil) {
         self.group = group
         self.configuration = configuration
         self.blockingPool = blockingPool
         loopStates = group.loops.map { LoopState(loop: $0, configuration: configuration) }
+    }
+
+    private func tlsContext() throws(HTTPClientError) -> TLSContext {
+        let result = tls.withLock { cached in
+            if let cached { return cached }
+            let made: Result<TLSContext, TLSError>
+            do throws(TLSError) {
+                made = .success(try TLSContext.client(caFile: configuration.tlsCAFile))
+            } catch {
+                made = .failure(error)
+            }
+            cached = made
+            return made
+        }
+        switch result {
+        case .success(let context): return context
+        case .failure(let error): throw .tls(error)
+        }
     }
 
     deinit {
@@ -69,6 +92,7 @@ public final class HTTPClient: Sendable {
         let addresses = try await resolve(request.url.host, port: request.url.port)
         let bytes = request.serialized(userAgent: configuration.userAgent)
         guard bytes.count <= configuration.maxRequestBytes else { throw .requestTooLarge }
+        let tls = request.url.isSecure ? try tlsContext() : nil
         let loop: EventLoop
         if let current = EventLoop.current, current.index < group.loops.count, group.loops[current.index] === current {
             loop = current
@@ -79,7 +103,7 @@ public final class HTTPClient: Sendable {
         let deadline = timeout ?? configuration.requestTimeout
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPClientResponse, HTTPClientError>, Never>) in
             loop.execute {
-                state.execute(request, bytes: bytes, addresses: addresses, timeout: deadline) { continuation.resume(returning: $0) }
+                state.execute(request, bytes: bytes, addresses: addresses, tls: tls, timeout: deadline) { continuation.resume(returning: $0) }
             }
         }
         return try result.get()
@@ -138,17 +162,17 @@ public final class HTTPClient: Sendable {
 
         var idleCount: Int { pools.values.reduce(0) { $0 + $1.idleCount } }
 
-        func execute(_ request: HTTPClientRequest, bytes: [UInt8], addresses: [SocketAddress], timeout: Duration,
+        func execute(_ request: HTTPClientRequest, bytes: [UInt8], addresses: [SocketAddress], tls: TLSContext?, timeout: Duration,
                      completion: @escaping (Result<HTTPClientResponse, HTTPClientError>) -> Void) {
             loop.preconditionInEventLoop()
             guard !isShutDown else { return completion(.failure(.shutDown)) }
-            let key = "\(request.url.host):\(request.url.port)"
+            let key = request.url.origin
             let pool: HTTPClientHostPool
             if let existing = pools[key] {
                 pool = existing
                 pool.addresses = addresses
             } else {
-                pool = HTTPClientHostPool(loop: loop, addresses: addresses, configuration: configuration)
+                pool = HTTPClientHostPool(loop: loop, addresses: addresses, tls: tls.map { ($0, request.url.host) }, configuration: configuration)
                 pools[key] = pool
             }
             let exchange = HTTPClientExchange(request: request, bytes: bytes, loop: loop, completion: completion)

@@ -81,6 +81,11 @@ final class HTTPClientConnection: ConnectionHandler {
         connection.close(immediately: true)
     }
 
+    /// The TLS handshake failed: the request fails with the reason (the connection closes).
+    func tlsFailed(_ error: TLSError) {
+        fail(.tls(error))
+    }
+
     // MARK: ConnectionHandler
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {

@@ -6,6 +6,9 @@ public enum HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible
     case unresolvedHost(String)
     /// The TCP connection could not be made (refused, unreachable, connect timeout).
     case connectFailed(NetError)
+    /// The TLS handshake failed: the certificate chain, its dates or the host name did not
+    /// verify, or the server spoke no acceptable TLS (an `https` request is never sent in clear).
+    case tls(TLSError)
     /// No complete response within the request's timeout (queueing, connecting and reading included).
     case timedOut
     /// The response broke HTTP/1.1 or a limit (head size, body size).
@@ -23,6 +26,7 @@ public enum HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible
         switch self {
         case .unresolvedHost(let host): "cannot resolve \(host)"
         case .connectFailed(let error): "connect failed: \(error)"
+        case .tls(let error): "\(error)"
         case .timedOut: "timed out"
         case .invalidResponse(let error): "invalid response: \(error)"
         case .connectionClosed: "connection closed before the response was complete"

@@ -7,6 +7,8 @@ final class HTTPClientHostPool {
     /// Where new connections go, in order of preference (refreshed by `HTTPClient` on resolve).
     var addresses: [SocketAddress]
     private let configuration: HTTPClient.Configuration
+    /// For an `https` origin: the verification context and the name the certificate must carry.
+    private let tls: (context: TLSContext, serverName: String)?
     private var idle: [HTTPClientConnection] = []
     private var live: [ObjectIdentifier: HTTPClientConnection] = [:]
     /// Connections open or being made.
@@ -15,9 +17,10 @@ final class HTTPClientHostPool {
     private var waitingHead = 0
     private var isShutDown = false
 
-    init(loop: EventLoop, addresses: [SocketAddress], configuration: HTTPClient.Configuration) {
+    init(loop: EventLoop, addresses: [SocketAddress], tls: (context: TLSContext, serverName: String)?, configuration: HTTPClient.Configuration) {
         self.loop = loop
         self.addresses = addresses
+        self.tls = tls
         self.configuration = configuration
     }
 
@@ -118,6 +121,18 @@ final class HTTPClientHostPool {
                 let client = HTTPClientConnection(connection: connection, pool: self, limits: configuration.responseLimits)
                 connection.handler = client
                 live[ObjectIdentifier(client)] = client
+                if let tls, !isShutDown {
+                    do throws(TLSError) {
+                        let session = try TLSConnection(context: tls.context, serverName: tls.serverName)
+                        connection.startTLS(session, handshakeTimeout: configuration.connectTimeout) { [weak client] result in
+                            if case .failure(let error) = result { client?.tlsFailed(error) }
+                        }
+                    } catch {
+                        exchange?.complete(.failure(.tls(error)))
+                        connection.close(immediately: true)
+                        return
+                    }
+                }
                 if isShutDown {
                     connection.close(immediately: true)
                 } else if let exchange, !exchange.isDone {

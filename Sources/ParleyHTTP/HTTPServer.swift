@@ -34,12 +34,17 @@ public final class HTTPServer: Sendable {
         public var outboundHighWater: Int
         /// A connection whose queued output the client takes none of for this long is closed (slow reader); zero: never.
         public var slowReaderTimeout: Duration
+        /// TLS for the listener: on `port`, or on `tlsPort` when that is set (`port` then stays plain).
+        public var tls: TLSServerContext?
+        /// A second listener for TLS, beside the plain one on `port` (0 picks a free port).
+        public var tlsPort: Int?
 
         public init(
             host: String = "0.0.0.0", port: Int = 8080, backlog: Int = 1024, maxConnections: Int = 100_000,
             maxOutboundBytes: Int = 4 << 20, limits: HTTPParserLimits = HTTPParserLimits(),
             idleTimeout: Duration = .seconds(60), headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30),
-            maxPipelinedRequests: Int = 16, outboundHighWater: Int = 256 << 10, slowReaderTimeout: Duration = .seconds(30)
+            maxPipelinedRequests: Int = 16, outboundHighWater: Int = 256 << 10, slowReaderTimeout: Duration = .seconds(30),
+            tls: TLSServerContext? = nil, tlsPort: Int? = nil
         ) {
             precondition(maxPipelinedRequests > 0, "maxPipelinedRequests must be positive")
             self.host = host
@@ -54,11 +59,15 @@ public final class HTTPServer: Sendable {
             self.maxPipelinedRequests = maxPipelinedRequests
             self.outboundHighWater = outboundHighWater
             self.slowReaderTimeout = slowReaderTimeout
+            self.tls = tls
+            self.tlsPort = tlsPort
         }
     }
 
     private let core: HTTPServerCore
     private let tcp: TCPServer
+    /// The TLS listener when TLS runs on its own port beside the plain one.
+    private let tlsListener: TCPServer?
 
     /// A server for the routes of `routes`.
     public init(
@@ -69,13 +78,23 @@ public final class HTTPServer: Sendable {
             configuration: configuration, routes: routes, observer: observer, logger: logger,
             loops: group.loops.map { HTTPLoopContext(loop: $0, observer: observer?.makeLoopObserver(loop: $0)) })
         self.core = core
-        let options = TCPServer.Options(
+        var options = TCPServer.Options(
             host: configuration.host, port: configuration.port, backlog: configuration.backlog,
             maxConnections: configuration.maxConnections, maxOutboundBytes: configuration.maxOutboundBytes,
             slowReaderTimeout: configuration.slowReaderTimeout)
-        tcp = TCPServer(group: group, options: options) { connection in
+        let makeHandler: @Sendable (Connection) -> any ConnectionHandler = { connection in
             HTTPServerConnection(connection: connection, core: core, context: core.loops[connection.loop.index])
         }
+        if let tls = configuration.tls, let tlsPort = configuration.tlsPort {
+            var secure = options
+            secure.port = tlsPort
+            secure.tls = tls
+            tlsListener = TCPServer(group: group, options: secure, makeHandler: makeHandler)
+        } else {
+            options.tls = configuration.tls
+            tlsListener = nil
+        }
+        tcp = TCPServer(group: group, options: options, makeHandler: makeHandler)
     }
 
     /// A server for the routes registered on `router` so far.
@@ -93,23 +112,29 @@ public final class HTTPServer: Sendable {
             context.loop.execute { context.start(interval: interval) }
         }
         try tcp.start()
+        try tlsListener?.start()
     }
 
-    /// The bound port.
+    /// The bound port (of the TLS listener too when TLS has no port of its own).
     public var port: Int { tcp.port }
 
+    /// The bound port of TLS connections (`port` when TLS shares it), nil without TLS.
+    public var tlsPort: Int? { tlsListener?.port ?? (core.configuration.tls == nil ? nil : tcp.port) }
+
     /// Connections open now.
-    public func openConnections() -> Int { tcp.openConnections() }
+    public func openConnections() -> Int { tcp.openConnections() + (tlsListener?.openConnections() ?? 0) }
 
     /// Stops accepting; idle connections close now, busy ones after their in-flight requests
     /// (the last response says `Connection: close`).
     public func quiesce() {
         tcp.quiesce()
+        tlsListener?.quiesce()
     }
 
     /// Closes every connection now and stops the loops' tickers.
     public func closeAll() {
         tcp.closeAll()
+        tlsListener?.closeAll()
         for context in core.loops {
             context.loop.execute { context.stop() }
         }

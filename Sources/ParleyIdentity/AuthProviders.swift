@@ -22,7 +22,8 @@ public final class AuthProviders: Sendable {
         let client = needsClient ? HTTPClient(group: group, configuration: HTTPClient.Configuration(
             connectTimeout: min(.seconds(5), configuration.requestTimeout), requestTimeout: configuration.requestTimeout,
             maxConnectionsPerHost: 4, maxQueuedRequestsPerHost: 256,
-            responseLimits: HTTPResponseParser.Limits(maxBodyBytes: JSONWebKeySet.maxDocumentBytes), userAgent: "parley-identity"),
+            responseLimits: HTTPResponseParser.Limits(maxBodyBytes: JSONWebKeySet.maxDocumentBytes), userAgent: "parley-identity",
+            tlsCAFile: configuration.tlsCAFile),
             blockingPool: blockingPool) : nil
         self.client = client
         var providers: [String: any AuthProvider] = [:]

@@ -15,6 +15,8 @@ public struct IdentityConfiguration: Sendable {
     public var jwksRefetchInterval: Duration
     /// Deadline of one request to a provider.
     public var requestTimeout: Duration
+    /// PEM CA bundle `https` providers are verified against; nil = the system store.
+    public var tlsCAFile: String?
 
     public init(anonymous: Bool = true, apple: OpenIDConnectConfiguration? = nil, google: OpenIDConnectConfiguration? = nil,
                 facebook: FacebookConfiguration? = nil, openIDConnect: [OpenIDConnectConfiguration] = [], leeway: Duration = .seconds(30),

@@ -18,10 +18,12 @@ public final class SMTPClient: Sendable {
         public var commandTimeout: Duration
         /// Longest time for one whole delivery.
         public var deliveryTimeout: Duration
+        /// PEM CA bundle the server is verified against (STARTTLS and implicit TLS); nil = the system store.
+        public var tlsCAFile: String?
 
         public init(host: String, port: Int = 587, security: SMTPSecurity = .startTLS, credentials: SMTPCredentials? = nil,
                     allowInsecureAuthentication: Bool = false, heloName: String = "localhost", connectTimeout: Duration = .seconds(10),
-                    commandTimeout: Duration = .seconds(30), deliveryTimeout: Duration = .seconds(60)) {
+                    commandTimeout: Duration = .seconds(30), deliveryTimeout: Duration = .seconds(60), tlsCAFile: String? = nil) {
             self.host = host
             self.port = port
             self.security = security
@@ -31,12 +33,15 @@ public final class SMTPClient: Sendable {
             self.connectTimeout = connectTimeout
             self.commandTimeout = commandTimeout
             self.deliveryTimeout = deliveryTimeout
+            self.tlsCAFile = tlsCAFile
         }
     }
 
     public let configuration: Configuration
     private let group: EventLoopGroup
     private let blockingPool: BlockingPool?
+    /// The verification context for STARTTLS and implicit TLS, made on first use.
+    private let tls: Mutex<Result<TLSContext, TLSError>?> = Mutex(nil)
 
     /// `blockingPool` resolves the host name (not needed for a numeric address).
     public init(group: EventLoopGroup, configuration: Configuration, blockingPool: BlockingPool? = nil) {
@@ -48,9 +53,7 @@ public final class SMTPClient: Sendable {
     /// Delivers `message` (rendered RFC 5322 bytes) from `sender` to `recipient`; returns the
     /// server's acceptance reply.
     public func deliver(_ message: [UInt8], from sender: String, to recipient: String) async throws(SMTPError) -> SMTPReply {
-        // Implicit TLS needs the TLS engine from the first byte; STARTTLS is refused at the
-        // upgrade step (`SMTPSession.startTLS`), which is where the engine plugs in.
-        guard configuration.security != .tls else { throw .tlsUnavailable }
+        let tls = configuration.security == .none ? nil : try tlsContext()
         let addresses = try await resolve()
         let loop: EventLoop
         if let current = EventLoop.current, current.index < group.loops.count, group.loops[current.index] === current {
@@ -61,16 +64,35 @@ public final class SMTPClient: Sendable {
         let machine = SMTPSessionStateMachine(
             settings: .init(heloName: configuration.heloName, security: configuration.security, credentials: configuration.credentials,
                             allowInsecureAuthentication: configuration.allowInsecureAuthentication),
-            sender: sender, recipient: recipient, message: message, isEncrypted: false)
+            sender: sender, recipient: recipient, message: message, isEncrypted: configuration.security == .tls)
         let configuration = self.configuration
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<SMTPReply, SMTPError>, Never>) in
             loop.execute {
-                SMTPSession.start(machine: machine, addresses: addresses, loop: loop, configuration: configuration) {
+                SMTPSession.start(machine: machine, addresses: addresses, loop: loop, configuration: configuration, tls: tls) {
                     continuation.resume(returning: $0)
                 }
             }
         }
         return try result.get()
+    }
+
+    private func tlsContext() throws(SMTPError) -> TLSContext {
+        let caFile = configuration.tlsCAFile
+        let result = tls.withLock { cached in
+            if let cached { return cached }
+            let made: Result<TLSContext, TLSError>
+            do throws(TLSError) {
+                made = .success(try TLSContext.client(caFile: caFile))
+            } catch {
+                made = .failure(error)
+            }
+            cached = made
+            return made
+        }
+        switch result {
+        case .success(let context): return context
+        case .failure(let error): throw .tls(error)
+        }
     }
 
     private func resolve() async throws(SMTPError) -> [SocketAddress] {
@@ -91,23 +113,25 @@ final class SMTPSession: ConnectionHandler {
     private var machine: SMTPSessionStateMachine
     private let loop: EventLoop
     private let configuration: SMTPClient.Configuration
+    private let tls: TLSContext?
     private var parser = SMTPReplyParser()
     private var connection: Connection?
     private var completion: ((Result<SMTPReply, SMTPError>) -> Void)?
     private var replyTimer: TimerID?
     private var deadline: TimerID?
 
-    private init(machine: SMTPSessionStateMachine, loop: EventLoop, configuration: SMTPClient.Configuration,
+    private init(machine: SMTPSessionStateMachine, loop: EventLoop, configuration: SMTPClient.Configuration, tls: TLSContext?,
                  completion: @escaping (Result<SMTPReply, SMTPError>) -> Void) {
         self.machine = machine
         self.loop = loop
         self.configuration = configuration
+        self.tls = tls
         self.completion = completion
     }
 
     static func start(machine: SMTPSessionStateMachine, addresses: [SocketAddress], loop: EventLoop, configuration: SMTPClient.Configuration,
-                      completion: @escaping (Result<SMTPReply, SMTPError>) -> Void) {
-        let session = SMTPSession(machine: machine, loop: loop, configuration: configuration, completion: completion)
+                      tls: TLSContext?, completion: @escaping (Result<SMTPReply, SMTPError>) -> Void) {
+        let session = SMTPSession(machine: machine, loop: loop, configuration: configuration, tls: tls, completion: completion)
         session.deadline = loop.schedule(after: configuration.deliveryTimeout) { [session] in
             session.deadline = nil
             session.finish(.failure(.timedOut("delivering the mail")))
@@ -125,6 +149,7 @@ final class SMTPSession: ConnectionHandler {
                 self.connection = connection
                 connection.handler = self
                 armReplyTimer("waiting for the greeting")
+                if configuration.security == .tls { encrypt(connection) {} }
             case .failure(let error):
                 if index + 1 < addresses.count { return connect(addresses, index: index + 1) }
                 finish(.failure(.connectFailed(error)))
@@ -157,10 +182,31 @@ final class SMTPSession: ConnectionHandler {
         }
     }
 
-    /// The STARTTLS upgrade: the one step where a TLS engine takes over the connection (and then
-    /// calls `machine.tlsEstablished()`). This build has none for SMTP.
+    /// The STARTTLS upgrade after the server's 220: bytes the server sent after that reply
+    /// (before the handshake) are refused, since they would be taken as coming over TLS.
     private func startTLS() {
-        finish(.failure(.tlsUnavailable))
+        guard let connection else { return }
+        guard !parser.hasBufferedBytes else { return finish(.failure(.protocolViolation("data after the STARTTLS reply"))) }
+        armReplyTimer("the TLS handshake")
+        encrypt(connection) { [self] in run(machine.tlsEstablished()) }
+    }
+
+    /// Puts TLS on the connection, verifying the server against `configuration.host`;
+    /// `established` runs once the handshake is done, a failure ends the delivery.
+    private func encrypt(_ connection: Connection, established: @escaping () -> Void) {
+        guard let tls else { return finish(.failure(.tls(.configuration("no TLS context")))) }
+        let session: TLSConnection
+        do throws(TLSError) {
+            session = try TLSConnection(context: tls, serverName: configuration.host)
+        } catch {
+            return finish(.failure(.tls(error)))
+        }
+        connection.startTLS(session, handshakeTimeout: configuration.commandTimeout) { [weak self] result in
+            switch result {
+            case .success: established()
+            case .failure(let error): self?.finish(.failure(.tls(error)))
+            }
+        }
     }
 
     private func finish(_ result: Result<SMTPReply, SMTPError>, closeGracefully: Bool = false) {

@@ -17,8 +17,9 @@ public enum SMTPError: Error, Sendable, Equatable, CustomStringConvertible {
     case protocolViolation(String)
     /// Configured for STARTTLS, and the server does not offer it (never downgraded to clear text).
     case startTLSNotOffered
-    /// TLS (STARTTLS or implicit) is needed and this build has no TLS engine for SMTP yet.
-    case tlsUnavailable
+    /// The TLS handshake failed (STARTTLS or implicit): the server's chain or name did not
+    /// verify, or it spoke no acceptable TLS. Never downgraded to clear text.
+    case tls(TLSError)
     /// Credentials are configured, the connection is not encrypted, and clear-text
     /// authentication is not explicitly allowed.
     case insecureAuthenticationRefused
@@ -43,7 +44,7 @@ public enum SMTPError: Error, Sendable, Equatable, CustomStringConvertible {
         case .permanent(let reply): "refused: \(reply)"
         case .protocolViolation(let what): "SMTP protocol violation: \(what)"
         case .startTLSNotOffered: "the server does not offer STARTTLS"
-        case .tlsUnavailable: "TLS for SMTP is not available in this build"
+        case .tls(let error): "\(error)"
         case .insecureAuthenticationRefused: "refusing to send credentials over an unencrypted connection"
         case .authenticationNotOffered: "the server offers no AUTH PLAIN or LOGIN"
         case .authenticationFailed(let reply): "authentication failed: \(reply)"

@@ -35,6 +35,9 @@ public final class Connection: IOHandler {
     private var lastProgress: UInt64 = 0
     private var slowReaderTimer: TimerID?
     var onClose: ((Connection) -> Void)?
+    /// The TLS session once `startTLS` ran: reads are decrypted before the handler sees them,
+    /// writes encrypted before the socket does.
+    private var tls: TLSLayer?
 
     private enum State { case open, closing, lingering, closed }
 
@@ -44,6 +47,8 @@ public final class Connection: IOHandler {
     public var isClosed: Bool { state == .closed }
     /// True until `close` is called or the connection fails.
     public var isOpen: Bool { state == .open }
+    /// The TLS session, when the connection is encrypted.
+    public var tlsSession: TLSConnection? { tls?.session }
 
     init(
         fd: Int32, loop: EventLoop, id: UInt64, remoteAddress: String, readBuffer: ReadBuffer, maxOutboundBytes: Int,
@@ -68,6 +73,7 @@ public final class Connection: IOHandler {
     /// Queues `bytes` and writes what the socket takes now.
     public func write(_ bytes: [UInt8]) {
         guard state == .open, !bytes.isEmpty else { return }
+        if let tls { return bytes.withUnsafeBytes { encrypt($0, tls) } }
         if pending == 0 {
             let written = bytes.withUnsafeBytes { raw in Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) }
             if written == bytes.count { return }
@@ -89,6 +95,12 @@ public final class Connection: IOHandler {
     /// only stay valid during the call (a loop's scratch memory, say).
     public func write(_ bytes: UnsafeRawBufferPointer) {
         guard state == .open, !bytes.isEmpty else { return }
+        if let tls { return encrypt(bytes, tls) }
+        writeToSocket(bytes)
+    }
+
+    /// Writes ciphertext or plain bytes to the socket, queueing what it does not take.
+    private func writeToSocket(_ bytes: UnsafeRawBufferPointer) {
         guard pending == 0 else {
             enqueue(Array(bytes), offset: 0)
             return
@@ -211,6 +223,13 @@ public final class Connection: IOHandler {
         guard readingPaused else { return }
         readingPaused = false
         updateInterest()
+        if let tls, tls.session.hasBufferedInput {
+            // Records already taken from the socket would otherwise wait for the next packet.
+            loop.executeLocal { [weak self] in
+                guard let self, self.state == .open, !self.readingPaused, self.tls === tls else { return }
+                self.deliverPlaintext(tls)
+            }
+        }
     }
 
     private func updateInterest() {
@@ -240,7 +259,11 @@ public final class Connection: IOHandler {
                     rounds += 1
                     continue
                 }
-                handler?.connection(self, didRead: UnsafeRawBufferPointer(start: readBuffer.pointer, count: n))
+                if let tls {
+                    decrypt(UnsafeRawBufferPointer(start: readBuffer.pointer, count: n), tls)
+                } else {
+                    handler?.connection(self, didRead: UnsafeRawBufferPointer(start: readBuffer.pointer, count: n))
+                }
                 if readingPaused || state != .open || n < readBuffer.capacity { return }
                 rounds += 1
             } else if n == 0 {
@@ -280,6 +303,10 @@ public final class Connection: IOHandler {
 
     /// Flushes what is queued and closes; with `immediately`, drops the queue and closes now.
     public func close(immediately: Bool = false) {
+        if state == .open, !immediately, let tls, tls.session.state == .established {
+            tls.session.shutdown()
+            flushCiphertext(tls)
+        }
         switch state {
         case .closed, .lingering:
             if immediately { closeNow() }
@@ -317,6 +344,8 @@ public final class Connection: IOHandler {
         lingerTimer = nil
         if let slowReaderTimer { loop.cancel(slowReaderTimer) }
         slowReaderTimer = nil
+        if let timer = tls?.handshakeTimer { loop.cancel(timer) }
+        tls?.handshakeTimer = nil
         loop.deregister(fd: fd)
         Glibc.close(fd)
         outbound = []
@@ -324,11 +353,143 @@ public final class Connection: IOHandler {
         let handler = self.handler
         let onClose = self.onClose
         self.onClose = nil
+        if let tls, let onHandshake = tls.onHandshake {
+            tls.onHandshake = nil
+            onHandshake(.failure(.closed))
+        }
         loop.executeLocal { [self] in
             handler?.connectionDidClose(self)
             self.handler = nil
             onClose?(self)
         }
+    }
+}
+
+// MARK: TLS
+
+/// A connection's TLS session and its handshake bookkeeping. Loop thread only.
+final class TLSLayer {
+    let session: TLSConnection
+    var handshakeTimer: TimerID?
+    var onHandshake: ((Result<Void, TLSError>) -> Void)?
+
+    init(session: TLSConnection, onHandshake: ((Result<Void, TLSError>) -> Void)?) {
+        self.session = session
+        self.onHandshake = onHandshake
+    }
+}
+
+extension Connection {
+    /// Plaintext handed to the session per `SSL_write`, so its output buffer stays small.
+    private static let tlsWriteChunk = 16 * 1024
+
+    /// Encrypts the connection from now on: the handler reads and writes plaintext, the socket
+    /// carries `session`'s records. A client session sends its hello at once. A handshake not
+    /// done within `handshakeTimeout` closes the connection; `onHandshake` runs once with the
+    /// outcome (a failed verification, an alert, the deadline or a close) before the handler's
+    /// `connectionDidClose`. Loop thread only; call before anything else is written.
+    public func startTLS(_ session: TLSConnection, handshakeTimeout: Duration,
+                         onHandshake: ((Result<Void, TLSError>) -> Void)? = nil) {
+        guard state == .open, tls == nil else { return }
+        let layer = TLSLayer(session: session, onHandshake: onHandshake)
+        tls = layer
+        layer.handshakeTimer = loop.schedule(after: handshakeTimeout) { [weak self, weak layer] in
+            guard let self, let layer else { return }
+            layer.handshakeTimer = nil
+            if layer.session.state == .handshaking {
+                self.failTLS(.handshakeFailed("no handshake within \(handshakeTimeout)"), layer, immediately: true)
+            }
+        }
+        do {
+            try session.start()
+        } catch {
+            return failTLS(error, layer)
+        }
+        flushCiphertext(layer)
+    }
+
+    fileprivate func encrypt(_ plaintext: UnsafeRawBufferPointer, _ tls: TLSLayer) {
+        var offset = 0
+        while offset < plaintext.count && state == .open {
+            let end = min(plaintext.count, offset + Self.tlsWriteChunk)
+            do {
+                try tls.session.send(UnsafeRawBufferPointer(rebasing: plaintext[offset..<end]))
+            } catch {
+                return failTLS(error, tls)
+            }
+            flushCiphertext(tls)
+            offset = end
+        }
+    }
+
+    /// Writes the session's pending records to the socket.
+    fileprivate func flushCiphertext(_ tls: TLSLayer) {
+        let scratch = loop.tlsScratch
+        while true {
+            let count = tls.session.readOutput(into: UnsafeMutableRawBufferPointer(start: scratch.pointer, count: scratch.capacity))
+            if count == 0 { return }
+            writeToSocket(UnsafeRawBufferPointer(start: scratch.pointer, count: count))
+        }
+    }
+
+    fileprivate func decrypt(_ ciphertext: UnsafeRawBufferPointer, _ tls: TLSLayer) {
+        let wasHandshaking = tls.session.state == .handshaking
+        do {
+            try tls.session.feed(ciphertext)
+        } catch {
+            return failTLS(error, tls)
+        }
+        flushCiphertext(tls)
+        if wasHandshaking {
+            guard tls.session.state == .established else { return }
+            if let timer = tls.handshakeTimer { loop.cancel(timer) }
+            tls.handshakeTimer = nil
+            if let onHandshake = tls.onHandshake {
+                tls.onHandshake = nil
+                onHandshake(.success(()))
+            }
+        }
+        deliverPlaintext(tls)
+    }
+
+    /// Decrypts what the session holds into the loop's read buffer and hands it to the handler,
+    /// until nothing is left or the handler pauses reading. The ciphertext was copied into the
+    /// session before, so the read buffer is free.
+    fileprivate func deliverPlaintext(_ tls: TLSLayer) {
+        let buffer = UnsafeMutableRawBufferPointer(start: readBuffer.pointer, count: readBuffer.capacity)
+        while state == .open && !readingPaused {
+            let count: Int
+            do {
+                count = try tls.session.readPlaintext(into: buffer)
+            } catch {
+                return failTLS(error, tls)
+            }
+            if count > 0 { handler?.connection(self, didRead: UnsafeRawBufferPointer(start: buffer.baseAddress, count: count)) }
+            if tls.session.state == .closed {
+                flushCiphertext(tls)
+                return peerClosedTLS()
+            }
+            if count < buffer.count { break }
+        }
+        if isOpen { flushCiphertext(tls) }
+    }
+
+    /// Sends the session's alert (unless `immediately`), reports a failed handshake, closes.
+    fileprivate func failTLS(_ error: TLSError, _ tls: TLSLayer, immediately: Bool = false) {
+        if !immediately { flushCiphertext(tls) }
+        if let onHandshake = tls.onHandshake {
+            tls.onHandshake = nil
+            onHandshake(.failure(error))
+        }
+        close(immediately: immediately)
+    }
+
+    /// The peer sent close_notify: nothing more will come, as with a FIN.
+    private func peerClosedTLS() {
+        guard state == .open else { return }
+        eofReceived = true
+        updateInterest()
+        if let handler { handler.connectionDidReceiveEOF(self) } else { close() }
     }
 }
 

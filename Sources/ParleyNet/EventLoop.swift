@@ -39,6 +39,8 @@ public final class EventLoop: @unchecked Sendable {
     private let events: UnsafeMutablePointer<epoll_event>
     private let eventCapacity = 512
     private var iterationStart: UInt64 = 0
+    /// Where TLS connections of this loop move ciphertext on its way to the socket (loop thread).
+    lazy var tlsScratch = ReadBuffer(capacity: 64 * 1024)
 
     private enum RemoteWork: Sendable {
         case closure(@Sendable () -> Void)

@@ -19,10 +19,12 @@ public final class TCPServer: Sendable {
         public var maxOutboundBytes: Int
         /// Queued output none of which the peer takes for this long closes the connection (slow reader); zero: never.
         public var slowReaderTimeout: Duration
+        /// When set, every accepted connection speaks TLS (the handler sees plaintext).
+        public var tls: TLSServerContext?
 
         public init(
             host: String = "0.0.0.0", port: Int, backlog: Int = 1024, maxConnections: Int = 100_000, maxOutboundBytes: Int = 4 << 20,
-            slowReaderTimeout: Duration = .seconds(30)
+            slowReaderTimeout: Duration = .seconds(30), tls: TLSServerContext? = nil
         ) {
             self.host = host
             self.port = port
@@ -30,6 +32,7 @@ public final class TCPServer: Sendable {
             self.maxConnections = maxConnections
             self.maxOutboundBytes = maxOutboundBytes
             self.slowReaderTimeout = slowReaderTimeout
+            self.tls = tls
         }
     }
 
@@ -119,6 +122,15 @@ public final class TCPServer: Sendable {
             try connection.activate()
         } catch {
             connection.close(immediately: true)
+            return
+        }
+        if let tls = options.tls {
+            do {
+                connection.startTLS(try tls.makeSession(), handshakeTimeout: tls.handshakeTimeout)
+            } catch {
+                Logger(label: "net").error("cannot start a TLS session", [("error", "\(error)")])
+                connection.close(immediately: true)
+            }
         }
     }
 

@@ -29,6 +29,14 @@ public final class TLSContext: @unchecked Sendable {
             throw .configuration("cannot load private key \(privateKeyFile): \(openSSLErrors())")
         }
         SSL_CTX_set_alpn_select_cb(context, selectHTTP11, nil)
+        guard SSL_CTX_set_cipher_list(context, serverCipherList) == 1 else {
+            SSL_CTX_free(context)
+            throw .configuration("cannot set the cipher list: \(openSSLErrors())")
+        }
+        _ = SSL_CTX_set_options(context, parley_server_options())
+        // Resumption by tickets only (keys from `TLSTicketKeys`, rotated); no server-side cache.
+        _ = parley_SSL_CTX_set_session_cache_mode(context, Int(SSL_SESS_CACHE_OFF))
+        _ = SSL_CTX_set_tlsext_ticket_key_evp_cb(context, TLSTicketKeys.callback)
         return TLSContext(context: context, isClient: false)
     }
 
@@ -42,6 +50,28 @@ public final class TLSContext: @unchecked Sendable {
         }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
         return TLSContext(context: context, isClient: true)
+    }
+
+    /// TLS 1.2 suites offered by a server: ECDHE with AES-GCM or ChaCha20-Poly1305 (forward
+    /// secret, AEAD only). TLS 1.3 uses OpenSSL's default suites, all of that kind.
+    static let serverCipherList = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+        + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+    /// True when the leaf certificate of this server context is valid for `name` (wildcards
+    /// included).
+    func certificateMatches(serverName name: String) -> Bool {
+        guard let certificate = SSL_CTX_get0_certificate(context) else { return false }
+        return X509_check_host(certificate, name, name.utf8.count, 0, nil) == 1
+    }
+
+    /// The SHA-256 fingerprint (hex) of this context's leaf certificate; empty for a client.
+    var leafFingerprint: String {
+        guard let certificate = SSL_CTX_get0_certificate(context) else { return "" }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard X509_digest(certificate, EVP_sha256(), &digest, &length) == 1 else { return "" }
+        let hex = Array("0123456789abcdef".utf8)
+        return String(decoding: digest.prefix(Int(length)).flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
     }
 
     private static func makeContext(method: OpaquePointer?) throws(TLSError) -> OpaquePointer {

@@ -92,7 +92,7 @@ extension ParseAPI {
         let request = ParseRequest(
             method: sub.method, parameters: sub.parameters, query: sub.query, body: sub.body,
             bodyIsQuery: sub.method == .get && sub.body != nil, auth: batch.auth, sessionToken: batch.sessionToken,
-            baseURL: batch.baseURL, db: db, clientAddress: batch.clientAddress, isBatched: true)
+            baseURL: batch.baseURL, db: db, clientAddress: batch.clientAddress, headers: batch.headers, isBatched: true)
         return try await run(endpoint, request)
     }
 

@@ -1,4 +1,5 @@
 import ParleyAccounts
+import ParleyCloud
 import ParleyHTTP
 import ParleyJSON
 import ParleyLog
@@ -19,6 +20,8 @@ import Synchronization
 public final class ParseAPI: Sendable {
     public let configuration: ParseConfiguration
     public let accounts: Accounts
+    /// Cloud Code webhooks (`/hooks`, `/functions`, `/jobs`, triggers); nil: those routes 404.
+    public let cloud: CloudCode?
     let logger: Logger
     let queries: QueryRunner
     let authorizer: ParseAuthorizer
@@ -27,11 +30,12 @@ public final class ParseAPI: Sendable {
     private let routeTable = Mutex<RouteTable?>(nil)
 
     /// An API over an existing `Accounts` domain (shared with the admin CLI or other services).
-    public init(configuration: ParseConfiguration, accounts: Accounts, logger: Logger = Logger(label: "parse")) {
+    public init(configuration: ParseConfiguration, accounts: Accounts, cloud: CloudCode? = nil, logger: Logger = Logger(label: "parse")) {
         self.configuration = configuration
         self.accounts = accounts
+        self.cloud = cloud
         self.logger = logger
-        queries = QueryRunner(regexLimit: configuration.regexLimit)
+        queries = QueryRunner(regexLimit: configuration.regexLimit, schemas: accounts.schemas)
         authorizer = ParseAuthorizer(configuration: configuration, sessions: accounts.sessions, roles: accounts.roles)
     }
 
@@ -95,15 +99,21 @@ public final class ParseAPI: Sendable {
             method: envelope.method, parameters: parameters, query: request.head.queryParameters, body: envelope.body,
             bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
             baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database,
-            clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer))
+            clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer), headers: request.head.headers)
         return try await run(endpoint, parseRequest)
     }
 
     /// Runs an endpoint for an authorized request: every request and every batch sub-request
-    /// passes here, so per-endpoint rules (the master key requirement now; class-level
-    /// permissions and triggers later) apply to both.
+    /// passes here, so per-endpoint rules (the master key requirement, Cloud Code triggers
+    /// around object writes; class-level permissions later) apply to both.
     func run(_ endpoint: ParseEndpoint, _ request: ParseRequest) async throws -> ParseResponse {
         if endpoint.requiresMaster && !request.auth.isMaster { throw ParseFailure.masterKeyRequired }
+        if let cloud, let write = endpoint.write {
+            return try await runWithTriggers(endpoint, write, request, cloud: cloud)
+        }
+        if let cloud, let read = endpoint.read {
+            return try await runWithFindTriggers(endpoint, read, request, cloud: cloud)
+        }
         return try await endpoint.handler(self, request)
     }
 
@@ -135,9 +145,10 @@ public final class ParseAPI: Sendable {
 
     /// `GET {mount}/users/me` answered on the event loop from the session and user caches, or
     /// nil when it needs the full path: the same authorization from memory, and the bytes
-    /// `UserStore.me` answers from the same cache.
+    /// `UserStore.me` answers from the same cache. A query string (`include`, `keys`) takes the
+    /// full path, which shapes the answer.
     public func cachedMe(_ request: HTTPRequest) -> HTTPResponse? {
-        guard request.method == .get, request.body.isEmpty,
+        guard request.method == .get, request.body.isEmpty, request.head.query == nil,
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true), let session = auth.user,
               let bytes = accounts.users.cache.serialized(session.userId, sessionToken: session.token) else { return nil }
         return render(.ok(bytes), method: .get)
@@ -150,11 +161,16 @@ public final class ParseAPI: Sendable {
     /// words the error), a `$regex` (a transaction of its own), and `_Installation` and
     /// `_Session`, whose finds have rules of their own.
     func answerFind(_ request: HTTPRequest, className: String, respond: HTTPResponder) -> Bool {
-        guard className != ClassName.installation, className != ClassName.session,
+        guard className != ClassName.installation, className != ClassName.session, className != CloudClassName.jobStatus, className != PushClassName.pushStatus,
               request.method == .get, request.body.isEmpty,
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true),
               let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),
               !query.count else { return false }
+        // Classes with find triggers take the full path (and so does every class until this
+        // node holds a trusted snapshot of the hooks).
+        if let cloud {
+            guard let table = cloud.hooks.cachedTable(), !table.hasFindTriggers(on: className) else { return false }
+        }
         // The completion keeps the class name for the error log, not the request.
         return queries.find(query, auth: auth, on: accounts.database) { [self] result in
             switch result {

@@ -19,10 +19,15 @@ public struct ParseConfiguration: Sendable {
     public var regexLimit: RegexStatementLimit
     /// Failed logins per account and per client address (`--login-*`).
     public var loginThrottle: LoginThrottle
+    /// The pages mailed links lead to (verification, password reset).
+    public var pages: AccountPages
+    /// The Parse push API (`POST /push`); nil: it answers 115 `Missing push configuration`.
+    public var push: ParsePushSettings?
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
-                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle()) {
+                regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
+                pages: AccountPages = AccountPages(), push: ParsePushSettings? = nil) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -33,5 +38,23 @@ public struct ParseConfiguration: Sendable {
         self.serverURL = serverURL
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
+        self.pages = pages
+        self.push = push
+    }
+}
+
+/// How `POST /push` queues its jobs.
+public struct ParsePushSettings: Sendable {
+    /// Installations read and queued per transaction.
+    public var pageSize: Int
+    /// How long a node may page one push before another node takes it over.
+    public var lease: Duration
+    /// Called after each page is committed (wakes the push worker).
+    public var queued: @Sendable () -> Void
+
+    public init(pageSize: Int = 1000, lease: Duration = .seconds(30), queued: @escaping @Sendable () -> Void = {}) {
+        self.pageSize = max(1, min(pageSize, 1000))
+        self.lease = lease
+        self.queued = queued
     }
 }

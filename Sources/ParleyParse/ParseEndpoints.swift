@@ -14,13 +14,13 @@ extension ParseAPI {
             return true
         }
         // Users.
-        route(.post, "/users", on: group, ParseEndpoint { api, q in try await api.signUp(q) })
+        route(.post, "/users", on: group, ParseEndpoint { api, q in try await api.signUp(q) }.writing(.create, ClassName.user))
         route(.get, "/users", on: group, inline: { [self] request, respond in answerFind(request, className: ClassName.user, respond: respond) },
-              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) })
+              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) }.reading(.find, ClassName.user))
         route(.get, "/users/me", on: group, inline: meInline, ParseEndpoint { api, q in try await api.me(q) })
-        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) })
-        route(.put, "/users/:id", on: group, ParseEndpoint { api, q in try await api.updateUser(q, id: q.parameter("id")) })
-        route(.delete, "/users/:id", on: group, ParseEndpoint { api, q in try await api.deleteUser(q, id: q.parameter("id")) })
+        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) }.reading(.get, ClassName.user))
+        route(.put, "/users/:id", on: group, ParseEndpoint { api, q in try await api.updateUser(q, id: q.parameter("id")) }.writing(.update, ClassName.user))
+        route(.delete, "/users/:id", on: group, ParseEndpoint { api, q in try await api.deleteUser(q, id: q.parameter("id")) }.writing(.delete, ClassName.user))
         route(.get, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
         route(.post, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
         route(.post, "/logout", on: group, ParseEndpoint { api, q in try await api.logOut(q) })
@@ -36,22 +36,24 @@ extension ParseAPI {
         route(.put, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.updateInstallation(q, id: q.parameter("id")) })
         route(.delete, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
         // Roles (the same as /classes/_Role).
-        route(.post, "/roles", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: ClassName.role) })
-        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) })
-        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) })
-        route(.put, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) })
-        route(.delete, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.post, "/roles", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: ClassName.role) }.writing(.create, ClassName.role))
+        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) }.reading(.find, ClassName.role))
+        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) }.reading(.get, ClassName.role))
+        route(.put, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) }.writing(.update, ClassName.role))
+        route(.delete, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) }.writing(.delete, ClassName.role))
         // Classes (system classes go to their own endpoints).
-        route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) })
+        route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) }.writing(.create))
         route(.get, "/classes/:className", on: group,
               inline: { [self] request, respond in answerFind(request, className: request.parameters["className"] ?? "", respond: respond) },
-              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) })
+              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) }.reading(.find))
         route(.get, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) }.reading(.get))
         route(.put, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.update))
         route(.delete, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.delete))
+        // Email verification and password reset, and their pages.
+        registerAccountEmails(on: group)
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
         // Config.
@@ -60,6 +62,10 @@ extension ParseAPI {
             try await api.accounts.config.update(body: q.object, events: api.accounts.events, on: q.db)
             return .ok(["result": true])
         })
+        // Cloud Code.
+        if cloud != nil { registerCloudEndpoints(on: group) }
+        // Push.
+        route(.post, "/push", on: group, ParseEndpoint(requiresMaster: true) { api, q in try await api.sendPush(q) })
         // Server.
         route(.get, "/serverInfo", on: group, ParseEndpoint(requiresMaster: true) { api, _ in api.serverInfo() })
         // Parse Server answers its health check without keys, for any method; with the API at
@@ -75,7 +81,11 @@ extension ParseAPI {
 
     func signUp(_ request: ParseRequest) async throws -> ParseResponse {
         let result = try await accounts.users.signUp(body: request.object, auth: request.auth, on: request.db)
-        return ParseResponse(status: .created, json: .object(result.json), headers: [("Location", "\(request.baseURL)/users/\(result.objectId)")])
+        let location = [("Location", "\(request.baseURL)/users/\(result.objectId)")]
+        if result.needsVerification { await sendVerification(userId: result.objectId, logger: logger) }
+        // authData of an existing user logs it in: 200 with the user, as Parse Server.
+        if let user = result.loggedIn { return ParseResponse(status: .ok, body: user, headers: location) }
+        return ParseResponse(status: .created, json: .object(result.json), headers: location)
     }
 
     func logIn(_ request: ParseRequest) async throws -> ParseResponse {
@@ -93,9 +103,15 @@ extension ParseAPI {
         }
         let attempt = try configuration.loginThrottle.begin(account: username ?? email, address: request.clientAddress)
         do {
+            let table = try await cloud?.hooks.table()
+            var before: (@Sendable (String) async throws(ParseError) -> Void)?
+            if let url = table?.url(of: .beforeLogin, on: ClassName.user) {
+                before = { [self] (userId: String) async throws(ParseError) -> Void in try await runBeforeLogin(url, userId: userId, request) }
+            }
             let user = try await accounts.users.logIn(username: username, email: email, password: password,
-                                                      installationId: request.auth.installationId, on: request.db)
+                                                      installationId: request.auth.installationId, beforeSession: before, on: request.db)
             configuration.loginThrottle.succeeded(attempt)
+            if let url = table?.url(of: .afterLogin, on: ClassName.user) { try await queueAfterLogin(url, user: user, request) }
             return .ok(user)
         } catch let error as ParseError where error.code == ParseError.invalidLogin.code {
             throw error
@@ -114,15 +130,20 @@ extension ParseAPI {
 
     func me(_ request: ParseRequest) async throws -> ParseResponse {
         guard let session = request.auth.user else { throw ParseError.invalidSession }
-        return .ok(try await accounts.users.me(session: session, on: request.db))
+        let shape = try request.fetchShape(onlyShape: true)
+        return .ok(try await queries.shape(try await accounts.users.me(session: session, on: request.db), shape: shape, auth: request.auth, on: request.db))
     }
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        let shape = try request.fetchShape()
+        let user = try await accounts.users.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db)
+        if accounts.configuration.verifyUserEmails, request.object["email"]?.string != nil { await sendVerification(userId: id, logger: logger) }
+        return .ok(answer)
     }
 
     func deleteUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -153,7 +174,9 @@ extension ParseAPI {
     }
 
     func getSession(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.sessions.get(sessionId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        let shape = try request.fetchShape()
+        let session = try await accounts.sessions.get(sessionId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        return .ok(try await queries.shape(session, shape: shape, auth: request.auth, on: request.db))
     }
 
     func deleteSession(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -178,7 +201,9 @@ extension ParseAPI {
     }
 
     func getInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.installations.get(objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+        let shape = try request.fetchShape()
+        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        return .ok(try await queries.shape(installation, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -202,7 +227,7 @@ extension ParseAPI {
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/_Role/\(id)")])
         default:
-            let created = try await accounts.objects.create(className: className, body: request.object, auth: request.auth, on: request.db)
+            let created = try await accounts.relations.create(className: className, body: request.object, auth: request.auth, on: request.db)
             let id = created["objectId"]?.string ?? ""
             return ParseResponse(status: .created, json: .object(created), headers: [("Location", "\(request.baseURL)/classes/\(className)/\(id)")])
         }
@@ -212,6 +237,8 @@ extension ParseAPI {
         switch className {
         case ClassName.installation: return try await findInstallations(request)
         case ClassName.session: return try await listSessions(request)
+        case CloudClassName.jobStatus: return try await findJobStatus(request, id: nil)
+        case PushClassName.pushStatus: return try await findPushStatus(request, id: nil)
         default: return try await find(request, className: className)
         }
     }
@@ -221,8 +248,12 @@ extension ParseAPI {
         case ClassName.user: return try await getUser(request, id: id)
         case ClassName.installation: return try await getInstallation(request, id: id)
         case ClassName.session: return try await getSession(request, id: id)
+        case CloudClassName.jobStatus: return try await findJobStatus(request, id: id)
+        case PushClassName.pushStatus: return try await findPushStatus(request, id: id)
         default:
-            return .ok(try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: try request.fetchKeys(), on: request.db))
+            let shape = try request.fetchShape()
+            let object = try await accounts.objects.get(className: className, objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+            return .ok(try await queries.shape(object, shape: shape, auth: request.auth, on: request.db))
         }
     }
 
@@ -232,7 +263,7 @@ extension ParseAPI {
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
         case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
-        default: return .ok(try await accounts.objects.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
+        default: return .ok(try await accounts.relations.update(className: className, objectId: id, body: request.object, auth: request.auth, on: request.db))
         }
     }
 
@@ -245,7 +276,7 @@ extension ParseAPI {
             try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
             return .empty
         default:
-            try await accounts.objects.delete(className: className, objectId: id, auth: request.auth, on: request.db)
+            try await accounts.relations.delete(className: className, objectId: id, auth: request.auth, on: request.db)
             return .empty
         }
     }
@@ -254,16 +285,18 @@ extension ParseAPI {
 
     /// `GET /serverInfo` (master key): the version and the `features` object SDKs and dashboards
     /// read (Parse Server's `FeaturesRouter`). Each flag says whether Parley serves that
-    /// feature's endpoints: of them it serves `/config` (read and update), not yet `/hooks`,
-    /// `/jobs`, `/scriptlog`, `/push` or `/schemas`.
+    /// feature's endpoints: of them it serves `/config` (read and update), `/hooks` and `/jobs`
+    /// (with Cloud Code wired), `/push` (immediate and scheduled), not yet `/scriptlog` or `/schemas`.
     func serverInfo() -> ParseResponse {
         let no: JSONValue = false
+        let hooks: JSONValue = cloud != nil ? true : false
         let features: JSONObject = [
             "globalConfig": ["create": true, "read": true, "update": true, "delete": true],
-            "hooks": ["create": no, "read": no, "update": no, "delete": no],
-            "cloudCode": ["jobs": no],
+            "hooks": ["create": hooks, "read": hooks, "update": hooks, "delete": hooks],
+            "cloudCode": ["jobs": hooks],
             "logs": ["level": no, "size": no, "order": no, "until": no, "from": no],
-            "push": ["immediatePush": no, "scheduledPush": no, "storedPushData": no, "pushAudiences": no, "localization": no],
+            "push": ["immediatePush": .bool(configuration.push != nil), "scheduledPush": .bool(configuration.push != nil), "storedPushData": no,
+                     "pushAudiences": no, "localization": no],
             "schemas": ["addField": no, "removeField": no, "addClass": no, "removeClass": no, "clearAllDataFromClass": no,
                         "exportClass": no, "editClassLevelPermissions": no, "editPointerPermissions": no],
         ]

@@ -25,6 +25,8 @@ struct ParseRequest: Sendable {
     var db: any SQLExecutor
     /// The client's address (`ParseServerURL.clientAddress`), for the login throttle.
     var clientAddress: String
+    /// The HTTP request's header fields (a batch's sub-requests carry the batch's), for webhooks.
+    var headers: HTTPHeaders = HTTPHeaders()
     var isBatched: Bool = false
 
     /// `:name` parameter (present by construction of the route).
@@ -57,13 +59,16 @@ struct ParseRequest: Sendable {
         }
     }
 
-    /// `keys` of a single-object GET, under the same rules as a query's (`ParseQuery.fetchKeys`).
-    func fetchKeys() throws(ParseError) -> [String]? {
-        let parameters: [(name: String, value: JSONValue)] = bodyIsQuery
+    /// The shape of a single-object GET (`keys`, `include`, `excludeKeys`), under the same rules
+    /// as a query's (`ParseQuery.fetchShape`). `onlyShape` ignores every other parameter (as
+    /// `/users/me` always has) rather than refusing it.
+    func fetchShape(onlyShape: Bool = false) throws(ParseError) -> ReadShape {
+        var parameters: [(name: String, value: JSONValue)] = bodyIsQuery
             ? object.map { ($0.key, $0.value) }
             : query.map { ($0.name, .string($0.value)) }
+        if onlyShape { parameters = parameters.filter { ["keys", "include", "excludeKeys"].contains($0.name) } }
         do {
-            return try ParseQuery.fetchKeys(parameters: parameters)
+            return try ParseQuery.fetchShape(parameters: parameters)
         } catch {
             throw ParseError(error)
         }

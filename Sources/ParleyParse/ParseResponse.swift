@@ -1,4 +1,5 @@
 import ParleyAccounts
+import ParleyCloud
 import ParleyHTTP
 import ParleyJSON
 
@@ -45,6 +46,7 @@ enum ParseFailure: Error, Sendable {
         switch error {
         case let failure as ParseFailure: self = failure
         case let error as ParseError: self = .parse(error)
+        case let error as CloudError: self = .parse(ParseError(error))
         default: self = .parse(.internalError("\(error)"))
         }
     }
@@ -90,6 +92,26 @@ enum ParseErrorMapping {
             return ["code": 119, "error": "unauthorized: master key is required"]
         case .noRoute(let method, let path):
             return ["code": 107, "error": .string("cannot route \(method) \(path)")]
+        }
+    }
+}
+
+extension ParseError {
+    /// The Parse error of a failure (the HTTP-level refusals as their batch codes).
+    init(_ failure: ParseFailure) {
+        switch failure {
+        case .parse(let error): self = error
+        case .unauthorized, .masterKeyRequired: self = .operationForbidden("unauthorized")
+        case .noRoute(let method, let path): self = .invalidJSON("cannot route \(method) \(path)")
+        }
+    }
+
+    /// A Cloud Code failure as Parse words it (141 script failed, 143 webhook error).
+    init(_ error: CloudError) {
+        switch error.code {
+        case 141: self = .scriptFailed(error.message)
+        case 143: self = .webhookError(error.message)
+        default: self = .internalError(error.message)
         }
     }
 }

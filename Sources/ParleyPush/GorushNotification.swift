@@ -13,7 +13,50 @@ public enum GorushNotification {
         switch job.kind {
         case .message: message(job, configuration)
         case .call: call(job, configuration)
+        case .parse: parse(job, configuration)
         }
+    }
+
+    /// Parse's push `data`: `alert` (a string, or an object with `title`/`body`), `title`,
+    /// `badge`, `sound`, `content-available`, `mutable-content`, `category`, `uri`; every other
+    /// key goes to the app in `data`.
+    private static func parse(_ job: PushJob, _ configuration: PushConfiguration) -> JSONObject {
+        let payload = job.callPayload ?? JSONObject()
+        var notification = JSONObject(minimumCapacity: 14)
+        notification["notif_id"] = .string(String(job.id))
+        notification["tokens"] = .array([.string(job.token)])
+        notification["platform"] = .int(Int64(job.platform.rawValue))
+        var custom: [(String, JSONValue)] = []
+        for (key, value) in payload {
+            switch key {
+            case "alert":
+                if let text = value.string {
+                    notification["message"] = .string(text)
+                } else if let alert = value.object {
+                    if let body = alert["body"]?.string { notification["message"] = .string(body) }
+                    if let title = alert["title"]?.string, payload["title"] == nil { notification["title"] = .string(title) }
+                    if job.platform == .ios { notification["alert"] = value }
+                }
+            case "title": if let text = value.string { notification["title"] = .string(text) }
+            case "badge": if let number = value.int { notification["badge"] = .int(number) }
+            case "sound": if let text = value.string { notification["sound"] = .string(text) }
+            case "content-available": notification["content_available"] = .bool(value.int == 1 || value.bool == true)
+            case "mutable-content": notification["mutable_content"] = .bool(value.int == 1 || value.bool == true)
+            case "category": if let text = value.string { notification["category"] = .string(text) }
+            default: custom.append((key, value))
+            }
+        }
+        if let expiresAt = job.expiresAt { notification["expiration"] = .int(max(0, expiresAt / 1000)) }
+        notification["priority"] = "high"
+        switch job.platform {
+        case .ios:
+            if !configuration.bundleID.isEmpty { notification["topic"] = .string(configuration.bundleID) }
+            notification["push_type"] = notification["message"] == nil && notification["content_available"] == true ? "background" : "alert"
+            if !custom.isEmpty { notification["data"] = .object(JSONObject(custom)) }
+        case .android:
+            if !custom.isEmpty { notification["data"] = .object(stringValues(custom)) }
+        }
+        return notification
     }
 
     private static func message(_ job: PushJob, _ configuration: PushConfiguration) -> JSONObject {

@@ -28,6 +28,8 @@ public struct PushConfiguration: Sendable {
     public var backoffMax: Duration
     /// Deadline of one gateway request.
     public var requestTimeout: Duration
+    /// PEM CA bundle an `https` gateway is verified against; nil = the system store.
+    public var tlsCAFile: String?
     /// How often a node looks for due jobs when nothing woke it.
     public var pollInterval: Duration
     /// Finished jobs (sent, skipped, canceled, expired, rejected) are deleted after this; dead

@@ -7,6 +7,8 @@ public struct PushJob: Sendable, Equatable {
         case message
         /// An incoming call (VoIP on iOS).
         case call
+        /// A push of the Parse push API (`POST /parse/push`): its `data` is the payload.
+        case parse
     }
 
     /// gorush's platform numbers.
@@ -37,7 +39,7 @@ public struct PushJob: Sendable, Equatable {
     public var messageText: String?
     public var messageCount: Int
     public var callId: String?
-    /// callId, from, video, headers.
+    /// callId, from, video, headers (calls); the Parse push `data` (kind `parse`).
     public var callPayload: JSONObject?
     /// Unix milliseconds.
     public var expiresAt: Int64?

@@ -44,7 +44,8 @@ public final class PushService: DeliveryObserver {
             let client = HTTPClient(group: group, configuration: HTTPClient.Configuration(
                 connectTimeout: min(.seconds(5), configuration.requestTimeout), requestTimeout: configuration.requestTimeout,
                 maxConnectionsPerHost: max(1, perLoop), maxQueuedRequestsPerHost: 64,
-                responseLimits: HTTPResponseParser.Limits(maxBodyBytes: 4 << 20), userAgent: "parley-push"), blockingPool: blockingPool)
+                responseLimits: HTTPResponseParser.Limits(maxBodyBytes: 4 << 20), userAgent: "parley-push",
+                tlsCAFile: configuration.tlsCAFile), blockingPool: blockingPool)
             self.client = client
             gateway = GorushGateway(client: client, gateway: url, timeout: configuration.requestTimeout)
         } else {

@@ -2,6 +2,7 @@ import ParleyAccounts
 import ParleyHTTP
 import ParleyIdentity
 import ParleyMail
+import ParleyParse
 import ParleyPostgres
 
 /// Options of logins with authData (docs/identity.md), mail and the password policy.
@@ -27,7 +28,7 @@ extension ServerConfig {
         ConfigOption("smtp-host", env: "PARLEY_SMTP_HOST", default: "", "SMTP server for outgoing mail; empty = no mail is sent (queued mail waits)."),
         ConfigOption("smtp-port", env: "PARLEY_SMTP_PORT", default: "587", "SMTP port."),
         ConfigOption("smtp-security", env: "PARLEY_SMTP_SECURITY", default: "starttls",
-                     "none, starttls or tls. This build has no TLS for SMTP yet: only none is accepted (a relay on localhost or a private network)."),
+                     "none (plain TCP, a relay on localhost or a private network), starttls (upgrade before anything is sent; a server not offering it is an error) or tls (TLS from the first byte, port 465). The server is verified against --tls-ca-file or the system store."),
         ConfigOption("smtp-username", env: "PARLEY_SMTP_USERNAME", default: "", "SMTP AUTH user (PLAIN or LOGIN); empty = no authentication."),
         ConfigOption("smtp-password", env: "PARLEY_SMTP_PASSWORD", default: "", "SMTP AUTH password."),
         ConfigOption("smtp-allow-insecure-auth", env: "PARLEY_SMTP_ALLOW_INSECURE_AUTH", default: "false",
@@ -51,14 +52,40 @@ extension ServerConfig {
         ConfigOption("password-max-age", env: "PARLEY_PASSWORD_MAX_AGE", default: "0", "A password older than this must be reset before logging in again (0 = no limit)."),
         ConfigOption("password-history", env: "PARLEY_PASSWORD_HISTORY", default: "0", "A new password may not be one of the last N (0-20; 0 = no check)."),
         ConfigOption("password-reset-token-validity", env: "PARLEY_PASSWORD_RESET_TOKEN_VALIDITY", default: "0", "How long a password-reset link works (0 = until used)."),
-        ConfigOption("password-reset-token-reuse", env: "PARLEY_PASSWORD_RESET_TOKEN_REUSE", default: "false", "A new reset request while a link is valid mails the same link (needs a validity)."),
+        ConfigOption("password-reset-token-reuse", env: "PARLEY_PASSWORD_RESET_TOKEN_REUSE", default: "false",
+                     "A new reset request while a link is valid leaves the earlier links working (needs a validity)."),
+        ConfigOption("verify-user-emails", env: "PARLEY_VERIFY_USER_EMAILS", default: "false",
+                     "New and changed emails start with emailVerified false and get a verification mail (Parse's verifyUserEmails; needs --public-url)."),
+        ConfigOption("prevent-login-with-unverified-email", env: "PARLEY_PREVENT_LOGIN_WITH_UNVERIFIED_EMAIL", default: "false",
+                     "With --verify-user-emails: users with an unverified email cannot log in (205) and sign up without a session."),
+        ConfigOption("email-verify-token-validity", env: "PARLEY_EMAIL_VERIFY_TOKEN_VALIDITY", default: "0", "How long a verification link works (0 = until used)."),
+        ConfigOption("account-mails-per-hour", env: "PARLEY_ACCOUNT_MAILS_PER_HOUR", default: "5",
+                     "Verification or reset mails sent to one user per hour; further requests are answered as usual and mail nothing."),
+        ConfigOption("page-template-dir", env: "PARLEY_PAGE_TEMPLATE_DIR", default: "",
+                     "Directory of account page templates overriding the built-in ones: choose_password.html, password_reset_success.html, verify_email_success.html, invalid_link.html."),
     ]
 
-    /// An `http://` URL the client can request now (`https://` once the TLS client lands).
+    /// The account pages: the built-in templates, overridden by the files of `--page-template-dir`.
+    static func accountPages(_ values: ConfigValues, appName: String) throws(ConfigError) -> AccountPages {
+        var texts: [String?] = Array(repeating: nil, count: AccountPages.fileNames.count)
+        if let directory = values.optionalString("page-template-dir") {
+            for (index, name) in AccountPages.fileNames.enumerated() {
+                do {
+                    texts[index] = String(decoding: try LocalFiles.read(directory + "/" + name, limit: MailTemplates.maxFileBytes), as: UTF8.self)
+                } catch {
+                    if error.errno == 2 { continue }
+                    throw .invalidValue(option: values.origin("page-template-dir"), value: directory, expected: "a readable directory (\(error))")
+                }
+            }
+        }
+        return AccountPages(appName: appName, choosePassword: texts[0], passwordResetSuccess: texts[1], verifyEmailSuccess: texts[2], invalidLink: texts[3])
+    }
+
+    /// An `https://` (or `http://`) URL of a login provider.
     static func providerURL(_ values: ConfigValues, _ key: String, _ text: String? = nil) throws(ConfigError) -> HTTPClientURL {
         let raw = text ?? values.string(key)
         guard let url = HTTPClientURL(raw) else {
-            throw .invalidValue(option: values.origin(key), value: raw, expected: "an http:// URL this build can request (https:// needs the TLS client)")
+            throw .invalidValue(option: values.origin(key), value: raw, expected: "an https:// or http:// URL")
         }
         return url
     }
@@ -112,16 +139,12 @@ extension ServerConfig {
             guard let security = SMTPSecurity(rawValue: values.string("smtp-security")) else {
                 throw .invalidValue(option: values.origin("smtp-security"), value: values.string("smtp-security"), expected: "none, starttls or tls")
             }
-            guard security == .none else {
-                throw .invalidValue(option: values.origin("smtp-security"), value: security.rawValue,
-                                    expected: "none: this build has no TLS for SMTP yet (use a relay on localhost or a private network)")
-            }
             var credentials: SMTPCredentials?
             if let username = values.optionalString("smtp-username") {
                 credentials = SMTPCredentials(username: username, password: values.string("smtp-password"))
             }
             let allowInsecure = try values.bool("smtp-allow-insecure-auth")
-            if credentials != nil && !allowInsecure {
+            if credentials != nil && security == .none && !allowInsecure {
                 throw .invalidValue(option: values.origin("smtp-username"), value: "(set)",
                                     expected: "no credentials over an unencrypted connection, unless --smtp-allow-insecure-auth")
             }
@@ -131,7 +154,8 @@ extension ServerConfig {
             }
             smtp = SMTPClient.Configuration(host: host, port: try values.int("smtp-port", in: 1...65535), security: security, credentials: credentials,
                                             allowInsecureAuthentication: allowInsecure, heloName: values.string("smtp-helo-name"),
-                                            connectTimeout: min(timeout, .seconds(10)), commandTimeout: timeout, deliveryTimeout: timeout * 2)
+                                            connectTimeout: min(timeout, .seconds(10)), commandTimeout: timeout, deliveryTimeout: timeout * 2,
+                                            tlsCAFile: values.optionalString("tls-ca-file"))
         }
         var durations: [String: Duration] = [:]
         for key in ["mail-backoff-base", "mail-backoff-max", "mail-poll-interval", "mail-retention"] {

@@ -1,5 +1,6 @@
 import ParleyAccounts
 import ParleyCalls
+import ParleyCloud
 import ParleyLog
 import ParleyHTTP
 import ParleyIdentity
@@ -13,6 +14,8 @@ import ParleyRealtime
 public struct ServerConfig: Sendable {
     public var host: String
     public var port: Int
+    /// Where to write the bound port once listening (`--port-file`; nil = nowhere).
+    public var portFile: String?
     public var threads: Int
     public var blockingThreads: Int
     public var dataDirectory: String
@@ -56,6 +59,8 @@ public struct ServerConfig: Sendable {
     public var calls: CallConfiguration
     /// Users, sessions and password hashing (the `session-*`, `lockout-*`, `password-*` options).
     public var accounts: AccountsConfiguration
+    /// The account pages mailed links lead to (`--page-template-dir`).
+    public var pages: AccountPages
     /// Push delivery (`--push-*` options).
     public var push: PushConfiguration
     /// The app's name (mails, account pages).
@@ -64,11 +69,18 @@ public struct ServerConfig: Sendable {
     public var identity: IdentityConfiguration
     /// Outgoing mail (`--smtp-*`, `--mail-*` options).
     public var mail: MailConfiguration
+    /// HTTPS and WSS on the listener (`--tls-*`); nil = plain HTTP only.
+    public var tls: TLSSettings?
+    /// The CA bundle outgoing TLS is verified against (`--tls-ca-file`); nil = the system store.
+    public var tlsCAFile: String?
+    /// Cloud Code webhooks (`--webhook-*` options).
+    public var cloud: CloudConfiguration
 
     /// Every option `parley serve` accepts, in `--help` order.
     public static let options: [ConfigOption] = [
         ConfigOption("host", env: "PARLEY_HOST", default: "0.0.0.0", "Address to listen on."),
         ConfigOption("port", env: "PARLEY_PORT", default: "8080", "TCP port to listen on (0 picks a free one)."),
+        ConfigOption("port-file", env: "PARLEY_PORT_FILE", default: "", "Once listening, write the bound port to this file (written whole, then renamed into place; with --port 0 it tells which port was picked)."),
         ConfigOption("threads", env: "PARLEY_THREADS", default: "0", "Event loops (0 = one per core)."),
         ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
         ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
@@ -110,7 +122,7 @@ public struct ServerConfig: Sendable {
                      "argon2id jobs (logins, signups, password changes) queued or running at once; more are refused at once with 429 (code 100)."),
         ConfigOption("metrics-token", env: "PARLEY_METRICS_TOKEN", default: "", "When set, /metrics answers only requests with Authorization: Bearer <token> (401 otherwise); empty = open."),
         ConfigOption("enable-test-endpoints", env: "PARLEY_ENABLE_TEST_ENDPOINTS", default: "false", "Expose /test/* endpoints used by the test suites (never in production).", isSwitch: true),
-    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions
+    ] + realtimeOptions + callOptions + pushOptions + identityOptions + mailOptions + passwordPolicyOptions + tlsOptions + cloudOptions
 
     /// Options of the realtime service (/v1/socket, /v1/messages).
     static let realtimeOptions: [ConfigOption] = [
@@ -132,6 +144,7 @@ public struct ServerConfig: Sendable {
     public init(_ values: ConfigValues) throws(ConfigError) {
         host = values.string("host")
         port = try values.int("port", in: 0...65535)
+        portFile = values.optionalString("port-file")
         let cores = EventLoopGroup.coreCount
         let loops = try values.int("threads", in: 0...1024)
         threads = loops == 0 ? cores : loops
@@ -199,14 +212,20 @@ public struct ServerConfig: Sendable {
             throw .invalidValue(option: values.origin("realtime-node-stale-after"), value: values.string("realtime-node-stale-after"),
                                 expected: "a duration longer than the heartbeat interval (10s)")
         }
+        tls = try Self.tlsSettings(values)
+        tlsCAFile = values.optionalString("tls-ca-file")
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)
         appName = values.string("app-name")
         identity = try Self.identityConfiguration(values)
+        push.tlsCAFile = tlsCAFile
+        identity.tlsCAFile = tlsCAFile
         mail = try Self.mailConfiguration(values, appName: appName)
+        cloud = try Self.cloudConfiguration(values)
         let lifetime = try values.duration("session-lifetime")
         let cacheTTL = try values.duration("session-cache-ttl")
         let lockout = try values.duration("lockout-duration")
+        let verifyValidity = try values.duration("email-verify-token-validity")
         accounts = AccountsConfiguration(
             sessionLifetimeSeconds: max(1, lifetime.components.seconds),
             lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
@@ -215,7 +234,15 @@ public struct ServerConfig: Sendable {
             passwordMemoryLimit: try values.int("password-mem-limit", in: 8192...(4 << 30)),
             passwordHashQueue: try values.int("password-hash-queue", in: 1...100_000),
             sessionCacheTTLSeconds: cacheTTL.components.seconds,
-            passwordPolicy: try Self.passwordPolicy(values))
+            passwordPolicy: try Self.passwordPolicy(values),
+            verifyUserEmails: try values.bool("verify-user-emails"),
+            preventLoginWithUnverifiedEmail: try values.bool("prevent-login-with-unverified-email"),
+            emailVerifyTokenValidity: verifyValidity > .zero ? verifyValidity : nil,
+            accountMailsPerHour: try values.int("account-mails-per-hour", in: 1...1000))
+        pages = try Self.accountPages(values, appName: appName)
+        if accounts.verifyUserEmails && publicURL == nil {
+            throw .invalidValue(option: values.origin("verify-user-emails"), value: "true", expected: "false unless --public-url is set (the links in the mails)")
+        }
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }
@@ -304,7 +331,7 @@ extension ServerConfig {
         var url: HTTPClientURL?
         if let text = values.optionalString("push-gateway-url") {
             guard let parsed = HTTPClientURL(text) else {
-                throw .invalidValue(option: values.origin("push-gateway-url"), value: text, expected: "an http://host[:port] URL")
+                throw .invalidValue(option: values.origin("push-gateway-url"), value: text, expected: "an http[s]://host[:port] URL")
             }
             url = parsed
         }
@@ -324,5 +351,39 @@ extension ServerConfig {
             maxAttempts: try values.int("push-max-attempts", in: 1...1000), backoffBase: parsed["push-backoff-base"]!,
             backoffMax: parsed["push-backoff-max"]!, requestTimeout: parsed["push-request-timeout"]!,
             pollInterval: parsed["push-poll-interval"]!, retention: parsed["push-retention"]!)
+    }
+}
+
+extension ServerConfig {
+    /// Options of Cloud Code webhooks (docs/cloud-code.md).
+    static let cloudOptions: [ConfigOption] = [
+        ConfigOption("webhook-key", env: "PARLEY_WEBHOOK_KEY", default: "", "Sent as X-Parse-Webhook-Key with every webhook call, so the webhook service can tell Parley's calls apart (empty = none)."),
+        ConfigOption("webhook-timeout", env: "PARLEY_WEBHOOK_TIMEOUT", default: "10s", "Deadline of a cloud function or trigger webhook call (then 141)."),
+        ConfigOption("webhook-job-timeout", env: "PARLEY_WEBHOOK_JOB_TIMEOUT", default: "15m", "Deadline of a job webhook call (POST /jobs/:name)."),
+        ConfigOption("webhook-max-answer-bytes", env: "PARLEY_WEBHOOK_MAX_ANSWER_BYTES", default: "1048576", "Largest webhook answer read; a larger one fails the call (141)."),
+        ConfigOption("webhook-connections", env: "PARLEY_WEBHOOK_CONNECTIONS", default: "16", "Kept-alive connections per webhook host per event loop."),
+        ConfigOption("webhook-queue", env: "PARLEY_WEBHOOK_QUEUE", default: "256", "Webhook calls waiting for a connection per host per event loop; more fail at once (141)."),
+        ConfigOption("webhook-concurrency", env: "PARLEY_WEBHOOK_CONCURRENCY", default: "16", "After-trigger and job deliveries in flight per node."),
+        ConfigOption("webhook-max-attempts", env: "PARLEY_WEBHOOK_MAX_ATTEMPTS", default: "8", "Attempts of an after-trigger or job delivery that gets no answer before it is dead."),
+        ConfigOption("webhook-backoff-base", env: "PARLEY_WEBHOOK_BACKOFF_BASE", default: "1s", "Delay before a delivery's second attempt; doubles per attempt, with jitter."),
+        ConfigOption("webhook-backoff-max", env: "PARLEY_WEBHOOK_BACKOFF_MAX", default: "5m", "Longest delay between delivery attempts."),
+        ConfigOption("webhook-poll-interval", env: "PARLEY_WEBHOOK_POLL_INTERVAL", default: "1s", "How often a node looks for due deliveries when nothing woke it (retries, other nodes' work)."),
+    ]
+
+    static func cloudConfiguration(_ values: ConfigValues) throws(ConfigError) -> CloudConfiguration {
+        var parsed: [String: Duration] = [:]
+        for key in ["webhook-timeout", "webhook-job-timeout", "webhook-backoff-base", "webhook-backoff-max", "webhook-poll-interval"] {
+            let value = try values.duration(key)
+            guard value >= .milliseconds(10) else {
+                throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
+            }
+            parsed[key] = value
+        }
+        return CloudConfiguration(
+            webhookKey: values.optionalString("webhook-key"), timeout: parsed["webhook-timeout"]!, jobTimeout: parsed["webhook-job-timeout"]!,
+            maxAnswerBytes: try values.int("webhook-max-answer-bytes", in: 1024...(64 << 20)),
+            connectionsPerHost: try values.int("webhook-connections", in: 1...1024), queuePerHost: try values.int("webhook-queue", in: 0...100_000),
+            concurrency: try values.int("webhook-concurrency", in: 1...1024), maxAttempts: try values.int("webhook-max-attempts", in: 1...1000),
+            backoffBase: parsed["webhook-backoff-base"]!, backoffMax: parsed["webhook-backoff-max"]!, pollInterval: parsed["webhook-poll-interval"]!)
     }
 }

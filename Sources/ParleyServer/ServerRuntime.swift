@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ParleyAccounts
 import ParleyCalls
+import ParleyCloud
 import ParleyHTTP
 import ParleyIdentity
 import ParleyLog
@@ -34,8 +35,15 @@ public final class ServerRuntime: Sendable {
     public let identity: AuthProviders
     /// Outgoing mail: the durable outbox and its SMTP worker.
     public let mail: MailService
+    /// Cloud Code webhooks: hooks, functions, triggers, jobs.
+    public let cloud: CloudCode
+    /// The Parse-compatible REST API.
+    public let parse: ParseAPI
+    private let resuming = Atomic<Bool>(false)
     private let embedded: EmbeddedPostgres?
     private let http: HTTPServer
+    /// The listener's certificates (reloaded on SIGHUP); nil without TLS.
+    private let tls: TLSServerContext?
     private let logger: Logger
 
     /// Provisions the database and applies migrations (blocking), then builds the services.
@@ -66,7 +74,12 @@ public final class ServerRuntime: Sendable {
         router.add(middleware: RequestLogMiddleware())
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
-        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts, logger: Logger(label: "accounts"))
+        identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
+        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "mail"))
+        accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts,
+                            authData: IdentityAuthDataVerifier(providers: identity, logger: Logger(label: "identity")),
+                            mailer: MailAccountMailer(mail: mail), logger: Logger(label: "accounts"))
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
                                    authenticator: AccountsRealtimeAuthenticator(accounts: accounts), observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
@@ -77,17 +90,18 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
-        identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
-        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
-                           metrics: metrics.registry, logger: Logger(label: "mail"))
-        ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
+        cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, logger: Logger(label: "cloud"))
+        let push = self.push
+        parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
                                                    regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
-                                                                                window: config.loginFailureWindow)),
-                 accounts: accounts, logger: Logger(label: "parse")).register(on: router)
+                                                                                window: config.loginFailureWindow),
+                                                   pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() })),
+                         accounts: accounts, cloud: cloud, logger: Logger(label: "parse"))
+        parse.register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).
         accounts.events.observe { [realtime] event in
             switch event {
@@ -101,6 +115,15 @@ public final class ServerRuntime: Sendable {
             TestEndpoints(group: group, mail: mail).register(on: router)
         }
 
+        if let settings = config.tls {
+            do {
+                tls = try TLSServerContext(certificates: settings.certificates, handshakeTimeout: settings.handshakeTimeout)
+            } catch {
+                throw ServerError.startFailed("\(error)")
+            }
+        } else {
+            tls = nil
+        }
         var limits = HTTPParserLimits()
         limits.maxHeadBytes = config.maxHeaderBytes
         limits.maxHeaderCount = config.maxHeaderCount
@@ -110,7 +133,8 @@ public final class ServerRuntime: Sendable {
             configuration: .init(
                 host: config.host, port: config.port, maxConnections: config.maxConnections,
                 maxOutboundBytes: config.maxOutboundBytes, limits: limits, idleTimeout: config.idleTimeout,
-                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout, slowReaderTimeout: config.slowReaderTimeout),
+                headerTimeout: config.headerTimeout, bodyTimeout: config.bodyTimeout, slowReaderTimeout: config.slowReaderTimeout,
+                tls: tls, tlsPort: config.tls?.port),
             router: router, observer: metrics, logger: Logger(label: "http"))
         let http = self.http
         metrics.watch(openConnections: { http.openConnections() }, database: database, group: group)
@@ -128,9 +152,49 @@ public final class ServerRuntime: Sendable {
         accounts.events.startListening(on: group.loops[0], configuration: database.configuration)
         push.start()
         mail.start()
+        cloud.start()
+        startResumingPushes()
         try http.start()
         logger.info("login providers", [("enabled", config.identity.enabledProviders.joined(separator: ","))])
-        logger.notice("listening", [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")])
+        var fields = [("host", config.host), ("port", "\(http.port)"), ("threads", "\(group.loops.count)")]
+        if let tlsPort = http.tlsPort { fields.append(("tls_port", "\(tlsPort)")) }
+        logger.notice("listening", fields)
+    }
+
+    /// The bound port of TLS connections, nil without TLS.
+    public var tlsPort: Int? { http.tlsPort }
+
+    /// Reads the TLS certificates and keys again (SIGHUP) on the blocking pool: new handshakes
+    /// use them, open connections keep theirs; on failure the old ones stay and it is logged.
+    public func reloadCertificates() {
+        guard let tls else {
+            logger.notice("SIGHUP: no TLS certificates to reload")
+            return
+        }
+        let logger = self.logger
+        Task { [blockingPool] in
+            do {
+                let fingerprints = try await blockingPool.run { () throws -> [String] in
+                    try tls.reload()
+                    return tls.fingerprints
+                }
+                logger.notice("TLS certificates reloaded", [("sha256", fingerprints.joined(separator: ","))])
+            } catch {
+                logger.error("TLS certificates not reloaded, the previous ones stay in use", [("error", "\(error)")])
+            }
+        }
+    }
+
+    /// Every 10 s (and now), queues the pages of pushes a stopped node left unfinished.
+    private func startResumingPushes() {
+        guard !resuming.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let loop = group.loops[0]
+        Task(executorPreference: loop) { [self] in
+            while resuming.load(ordering: .acquiring) {
+                await parse.resumePushes()
+                await loop.sleep(for: .seconds(10))
+            }
+        }
     }
 
     /// Waits (off the loops) for the realtime service's settings, which device labels need from
@@ -164,11 +228,13 @@ public final class ServerRuntime: Sendable {
             logger.warning("closing connections still open at the shutdown deadline", [("open", "\(http.openConnections())")])
         }
         http.closeAll()
+        resuming.store(false, ordering: .releasing)
         realtime.shutdown()
         calls.shutdown()
         accounts.events.stopListening()
         push.stop(timeout: config.push.requestTimeout + .seconds(1))
         mail.stop(timeout: (config.mail.smtp?.deliveryTimeout ?? .zero) + .seconds(1))
+        cloud.stop(timeout: config.cloud.timeout + .seconds(1))
         identity.shutdown()
         let closed = Latch()
         let database = self.database

@@ -1,5 +1,6 @@
 import XCTest
 @testable import ParleyNet
+import ParleyTestSupport
 
 final class TLSConnectionTests: XCTestCase {
     /// Moves records between the two sessions until neither has output; returns what each decrypted.

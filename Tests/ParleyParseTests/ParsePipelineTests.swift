@@ -296,18 +296,20 @@ final class ParsePipelineTests: XCTestCase {
         XCTAssertEqual(array.code, 107)
         XCTAssertTrue((array["error"] as? String)?.contains("not an array") == true, "\(array.json ?? "")")
 
-        // `include`: a fetch and a find answer the same way (refused until includes exist).
-        let id = try XCTUnwrap(try h.call("POST", "/parse/classes/Post", body: ["title": "t"])["objectId"] as? String)
+        // `include`: a fetch and a find answer the same way.
+        let author = try XCTUnwrap(try h.call("POST", "/parse/classes/Author", body: ["name": "a"])["objectId"] as? String)
+        let id = try XCTUnwrap(try h.call("POST", "/parse/classes/Post", body: ["title": "t", "author": ["__type": "Pointer", "className": "Author", "objectId": author]])["objectId"] as? String)
         let fetch = try h.call("GET", "/parse/classes/Post/\(id)" + query(["include": "author"]))
         let find = try h.call("GET", "/parse/classes/Post" + query(["include": "author"]))
-        XCTAssertEqual(fetch.code, 102)
-        XCTAssertEqual(find.code, 102)
-        XCTAssertEqual(fetch["error"] as? String, find["error"] as? String)
+        XCTAssertEqual((fetch["author"] as? [String: Any])?["name"] as? String, "a", "\(fetch.json ?? "")")
+        XCTAssertEqual(((find["results"] as? [[String: Any]])?.first?["author"] as? [String: Any])?["name"] as? String, "a")
         XCTAssertEqual(try h.call("GET", "/parse/classes/Post/\(id)" + query(["include": ""])).status, 200, "an empty include is no include")
         XCTAssertEqual(try h.call("GET", "/parse/classes/Post/\(id)" + query(["keys": "title"]))["title"] as? String, "t")
         XCTAssertEqual(try h.call("GET", "/parse/classes/Post/\(id)" + query(["where": "{}"])).code, 102, "not a fetch parameter")
+        XCTAssertEqual(try h.call("GET", "/parse/classes/Post/\(id)" + query(["include": "bad-name"])).code, 102)
         let form = jsonText(["_method": "GET", "_ApplicationId": h.appID, "include": "author"])
-        XCTAssertEqual(try h.call("POST", "/parse/classes/Post/\(id)", appID: .some(nil), rawBody: form).code, 102, "the SDK form of a fetch too")
+        let sdkFetch = try h.call("POST", "/parse/classes/Post/\(id)", appID: .some(nil), rawBody: form)
+        XCTAssertEqual((sdkFetch["author"] as? [String: Any])?["__type"] as? String, "Object", "the SDK form of a fetch too")
         await h.shutdown()
     }
 }

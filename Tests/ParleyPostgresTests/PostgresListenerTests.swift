@@ -35,8 +35,15 @@ final class PostgresListenerTests: XCTestCase {
         XCTAssertTrue(onRightLoop.load(ordering: .relaxed))
 
         try await onLoop(loop) { listener.unlisten("chat.events") }
-        // UNLISTEN is pipelined before this NOTIFY's delivery is checked; a marker on the kept channel proves ordering.
-        try await Task.sleep(for: .milliseconds(100))
+        // Wait until the listener's backend has run the UNLISTEN (its last statement, now idle); a marker on the
+        // kept channel then proves that a notification sent after it would have arrived.
+        let unlistened = await eventually {
+            let rows = try? await test.client.query("""
+                SELECT count(*) AS n FROM pg_stat_activity WHERE query = 'UNLISTEN "chat.events"' AND state = 'idle'
+                """)
+            return rows?.first?["n"].int == 1
+        }
+        XCTAssertTrue(unlistened, "the UNLISTEN ran")
         try await test.client.notify(channel: "chat.events", payload: "after unlisten")
         try await test.client.notify(channel: "Other Channel", payload: "marker")
         let marker = await eventually { received.withLock { $0.contains { $0.payload == "marker" } } }

@@ -190,7 +190,13 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(v6?.host, "::1")
         XCTAssertEqual(v6?.authority, "[::1]:9000")
         XCTAssertEqual(HTTPClientURL("http://h?q")?.target, "/?q")
-        for bad in ["https://secure", "ftp://x", "http://", "http://:80", "http://h:0", "http://h:99999", "http://u@h", "http://h/a b", "http://[::1"] {
+        let secure = HTTPClientURL("https://keys.example.com/jwks")
+        XCTAssertEqual(secure?.isSecure, true)
+        XCTAssertEqual(secure?.port, 443)
+        XCTAssertEqual(secure?.authority, "keys.example.com")
+        XCTAssertEqual(HTTPClientURL("https://h:8443")?.authority, "h:8443")
+        XCTAssertEqual(secure?.description, "https://keys.example.com/jwks")
+        for bad in ["ftp://x", "https://", "httpx://h", "http://", "http://:80", "http://h:0", "http://h:99999", "http://u@h", "http://h/a b", "http://[::1"] {
             XCTAssertNil(HTTPClientURL(bad), bad)
         }
     }

@@ -30,7 +30,8 @@ final class PushDeliveryTests: XCTestCase {
             try await tasks.waitForAll()
         }
         try await env.waitUntil("both conversations are pushed") { sink.accepted.count >= 2 }
-        try await Task.sleep(for: .milliseconds(500))
+        // Every job was written with its message; once all are sent, no other push can come.
+        try await env.waitUntil("every job is sent") { let jobs = try await env.jobs(); return !jobs.isEmpty && jobs.allSatisfy { $0.state == "sent" } }
         let pushes = sink.accepted
         XCTAssertEqual(pushes.count, 2, "one push per conversation: \(pushes.map(\.notification))")
         XCTAssertTrue(pushes.allSatisfy { $0.token == "bob-apns-token" })
@@ -82,10 +83,10 @@ final class PushDeliveryTests: XCTestCase {
         try await env.connect("bob0000001", "bob-phone")
         for i in 0..<5 { _ = try await env.send("hi \(i)", from: "alice00001", to: ["bob0000001"]) }
         _ = try await env.incomingCall("6F9619FF-8B86-D011-B42D-00C04FC964FF", from: "alice00001", to: "bob0000001")
-        try await Task.sleep(for: .seconds(1))
-        XCTAssertEqual(sink.received.count, 0)
+        // A job would have been written in the transaction of each send; only jobs are pushed.
         let jobs = try await env.jobs()
         XCTAssertTrue(jobs.isEmpty, "no job for a connected device: \(jobs)")
+        XCTAssertEqual(sink.received.count, 0)
     }
 
     func testOfflineCalleeGetsOneVoIPPushWithTheCallFields() async throws {
@@ -118,7 +119,7 @@ final class PushDeliveryTests: XCTestCase {
         XCTAssertEqual(android.data["callId"]?.string, callId)
         XCTAssertEqual(android.data["video"]?.string, "true")
         XCTAssertEqual(android.notification["priority"]?.string, "high")
-        try await Task.sleep(for: .milliseconds(300))
+        try await env.waitUntil("both jobs are sent") { let jobs = try await env.jobs(); return jobs.count == 2 && jobs.allSatisfy { $0.state == "sent" } }
         XCTAssertEqual(sink.received.count, 2, "exactly one push per device")
     }
 
@@ -162,8 +163,7 @@ final class PushDeliveryTests: XCTestCase {
         try await env.waitUntil("every job is settled") { try await env.jobs().allSatisfy { $0.state != "pending" && $0.state != "sending" } }
         let jobs = try await env.jobs()
         XCTAssertEqual(jobs.map(\.state), ["canceled", "canceled", "expired"])
-        try await Task.sleep(for: .milliseconds(300))
-        XCTAssertEqual(sink.received.count, 0)
+        XCTAssertEqual(sink.received.count, 0, "no job was ever sendable")
     }
 
     func testDeliveredBeforeThePushCancelsIt() async throws {

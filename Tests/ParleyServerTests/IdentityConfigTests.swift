@@ -30,16 +30,12 @@ final class IdentityConfigTests: XCTestCase {
         XCTAssertEqual(set.identity.openIDConnect.first?.audiences, ["parley", "web"])
     }
 
-    func testBadSettingsAreRefused() {
+    func testBadSettingsAreRefused() throws {
         for arguments in [
-            // The default Apple URL is https: refused until the TLS client lands.
-            ["--auth-apple-client-ids", "com.example.app"],
             ["--auth-oidc-providers", "apple|https://x|http://127.0.0.1/k|a"],
             ["--auth-oidc-providers", "Bad Name|https://x|http://127.0.0.1/k|a"],
             ["--auth-oidc-providers", "kc|https://x|http://127.0.0.1/k|"],
             ["--auth-oidc-providers", "kc|https://x|http://127.0.0.1/k"],
-            ["--smtp-host", "127.0.0.1"],
-            ["--smtp-host", "127.0.0.1", "--smtp-security", "tls"],
             ["--smtp-host", "127.0.0.1", "--smtp-security", "none", "--smtp-username", "u"],
             ["--smtp-host", "127.0.0.1", "--smtp-security", "plain"],
             ["--mail-from", "not an address"],
@@ -51,6 +47,34 @@ final class IdentityConfigTests: XCTestCase {
             XCTAssertThrowsError(try config(arguments), "\(arguments)")
         }
         XCTAssertNoThrow(try config(["--smtp-host", "127.0.0.1", "--smtp-security", "none", "--smtp-username", "u", "--smtp-allow-insecure-auth", "true"]))
+        // https provider URLs (the Apple and Google defaults) and TLS for SMTP, with credentials.
+        let secure = try config(["--auth-apple-client-ids", "com.example.app", "--smtp-host", "mail.example.com", "--smtp-username", "u",
+                                 "--tls-ca-file", "/etc/parley/ca.pem"])
+        XCTAssertEqual(secure.identity.apple?.jwksURL.isSecure, true)
+        XCTAssertEqual(secure.identity.tlsCAFile, "/etc/parley/ca.pem")
+        XCTAssertEqual(secure.mail.smtp?.security, .startTLS)
+        XCTAssertEqual(secure.mail.smtp?.tlsCAFile, "/etc/parley/ca.pem")
+        XCTAssertEqual(try config(["--smtp-host", "h", "--smtp-security", "tls", "--smtp-port", "465"]).mail.smtp?.security, .tls)
+    }
+
+    func testTLSListenerOptions() throws {
+        XCTAssertNil(try config([]).tls)
+        let two = try config(["--tls-cert", "a.pem, b.pem", "--tls-key", "a.key,b.key", "--tls-port", "8443", "--tls-handshake-timeout", "3s"])
+        XCTAssertEqual(two.tls?.certificates.map(\.chainFile), ["a.pem", "b.pem"])
+        XCTAssertEqual(two.tls?.certificates.map(\.keyFile), ["a.key", "b.key"])
+        XCTAssertEqual(two.tls?.port, 8443)
+        XCTAssertEqual(two.tls?.handshakeTimeout, .seconds(3))
+        XCTAssertNil(try config(["--tls-cert", "a.pem", "--tls-key", "a.key"]).tls?.port, "TLS on --port itself")
+        for arguments in [
+            ["--tls-cert", "a.pem"],
+            ["--tls-cert", "a.pem,b.pem", "--tls-key", "a.key"],
+            ["--tls-key", "a.key"],
+            ["--tls-port", "8443"],
+            ["--tls-cert", "a.pem", "--tls-key", "a.key", "--tls-port", "99999"],
+            ["--tls-cert", "a.pem", "--tls-key", "a.key", "--tls-handshake-timeout", "1ms"],
+        ] {
+            XCTAssertThrowsError(try config(arguments), "\(arguments)")
+        }
     }
 
     func testPasswordPolicyOptions() throws {

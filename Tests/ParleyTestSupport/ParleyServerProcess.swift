@@ -1,6 +1,7 @@
 import Foundation
 
-/// A real `parley serve` process on a free port, backed by a fresh database on the test cluster.
+/// A real `parley serve` process on the port it bound (port 0, read back from `--port-file`),
+/// backed by a fresh database on the test cluster.
 public final class ParleyServerProcess: @unchecked Sendable {
     public let process: Process
     public let port: Int
@@ -19,16 +20,19 @@ public final class ParleyServerProcess: @unchecked Sendable {
     }
 
     /// Starts a server with `arguments` added to `serve` and waits until `/ready` answers 200.
-    /// `databaseURL` and `port` restart a server where an earlier one ran (clients reconnect).
+    /// `databaseURL` and `port` restart a server where an earlier one ran (clients reconnect);
+    /// without `port` the server binds port 0 and reports the port it got.
     public init(arguments: [String] = [], environment: [String: String] = [:], databaseURL: String? = nil, port: Int? = nil) throws {
         let postgres = try TestPostgres.shared()
         self.databaseURL = try databaseURL ?? postgres.makeDatabase(prefix: "server")
-        self.port = port ?? FreePort.next()
-        logFile = FileManager.default.temporaryDirectory.appendingPathComponent("parley-\(port)-\(UUID().uuidString).log")
+        let name = "parley-\(UUID().uuidString)"
+        logFile = FileManager.default.temporaryDirectory.appendingPathComponent(name + ".log")
+        let portFile = FileManager.default.temporaryDirectory.appendingPathComponent(name + ".port")
+        defer { try? FileManager.default.removeItem(at: portFile) }
         FileManager.default.createFile(atPath: logFile.path, contents: nil)
         process = Process()
         process.executableURL = URL(fileURLWithPath: ParleyServerProcess.binaryPath)
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(self.port)", "--threads", "2",
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port ?? 0)", "--port-file", portFile.path, "--threads", "2",
                              "--migrations-dir", ParleyServerProcess.repositoryRoot.appendingPathComponent("migrations").path] + arguments
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = self.databaseURL
@@ -39,7 +43,23 @@ public final class ParleyServerProcess: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
+        self.port = try Self.boundPort(file: portFile, process: process, logFile: logFile)
         try waitUntilReady()
+    }
+
+    /// The port the server wrote to `file` once listening.
+    private static func boundPort(file: URL, process: Process, logFile: URL, timeout: TimeInterval = 60) throws -> Int {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let text = try? String(contentsOf: file, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                return port
+            }
+            guard process.isRunning else {
+                throw ServerProcessError.exited(status: process.terminationStatus, log: (try? String(contentsOf: logFile, encoding: .utf8)) ?? "")
+            }
+            usleep(20_000)
+        }
+        throw ServerProcessError.notReady(log: (try? String(contentsOf: logFile, encoding: .utf8)) ?? "")
     }
 
     deinit {

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,12 +34,6 @@ def binary():
     sys.exit("parse_client: no parley binary (set PARLEY_BIN or build first)")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 CHECKS = 0
 
 
@@ -56,15 +49,15 @@ def check(label, actual, expected):
 def main():
     data_dir = tempfile.mkdtemp(prefix="parley-parse-client-")
     os.chmod(data_dir, 0o755)  # the embedded PostgreSQL runs as `postgres` when we are root
-    port = free_port()
+    port_file = os.path.join(data_dir, "port")
     log = open(os.path.join(data_dir, "serve.log"), "w")
     env = dict(os.environ, PARLEY_APP_ID=APP_ID, PARLEY_REST_API_KEY=REST_KEY, PARLEY_MASTER_KEY=MASTER_KEY,
                PARLEY_PASSWORD_OPS_LIMIT="1", PARLEY_PASSWORD_MEM_LIMIT="1048576")
-    server = subprocess.Popen([binary(), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", data_dir,
+    server = subprocess.Popen([binary(), "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file, "--data-dir", data_dir,
                                "--migrations-dir", os.path.join(ROOT, "migrations")],
                               stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_ready(port, server)
+        port = wait_ready(port_file, server)
         run_flow(port)
         print(f"{CHECKS} checks passed")
     except SystemExit:
@@ -80,15 +73,21 @@ def main():
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def wait_ready(port, server):
+def wait_ready(port_file, server):
+    """The port the server bound (port 0, read from its --port-file) once `/ready` answers 200."""
     deadline = time.time() + 120
     while time.time() < deadline:
         if server.poll() is not None:
             sys.exit(f"parse_client: parley serve exited with {server.returncode}")
+        if not os.path.exists(port_file):
+            time.sleep(0.05)
+            continue
+        with open(port_file) as f:
+            port = int(f.read())
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as response:
                 if response.status == 200:
-                    return
+                    return port
         except (urllib.error.URLError, ConnectionError, OSError):
             pass
         time.sleep(0.2)

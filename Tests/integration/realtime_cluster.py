@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,8 +23,12 @@ async def scenario(postgres, node_a, node_b):
     a1 = await Client.connect(node_a.ws_url, alice_token, "alice-phone")
     b1 = await Client.connect(node_b.ws_url, bob_token, "bob-phone")
     a2 = await Client.connect(node_b.ws_url, alice_token, "alice-tablet")
-    # Let both nodes see each other's heartbeat (cross-node presence and typing need it).
-    await asyncio.sleep(1.5)
+    # Both nodes' first heartbeats are in (each tells its node how many nodes run; cross-node presence
+    # and typing need it).
+    deadline = time.monotonic() + 10
+    while postgres.psql("rt", "SELECT count(*) FROM rt_nodes") != "2":
+        check(time.monotonic() < deadline, "both nodes heartbeat within 10 s")
+        await asyncio.sleep(0.05)
 
     # Sent on A, delivered live on B: to the recipient and to the sender's other device.
     for n in range(20):

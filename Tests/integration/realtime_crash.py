@@ -125,7 +125,8 @@ async def scenario(postgres, server):
     done = asyncio.Event()
     rx = Receiver(server.ws_url, receiver_token, receiver)
     receiver_task = asyncio.create_task(rx.run(done))
-    await asyncio.sleep(0.5)
+    while rx.connections == 0:  # the receiver's welcome came: it is connected before the burst
+        await asyncio.sleep(0.01)
 
     stats = {}
     killed = await send_all(server.ws_url, sender_token, receiver, acknowledged, KILL_AFTER, server, client_ids, stats)

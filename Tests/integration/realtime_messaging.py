@@ -92,8 +92,8 @@ async def scenario(postgres, server):
     log("offline device receives all 20 in order after reconnect: ok")
 
     # --- resumeAfter replays exactly the unacknowledged tail. ---
-    await a2.ack(a2_last + 10)
-    await asyncio.sleep(0.3)
+    acked = await a2.request({"type": "ack", "upTo": a2_last + 10})  # answered once the acknowledgement is committed
+    check(acked["type"] == "ok", acked)
     await a2.close()
     a2 = await Client.connect(ws_url, alice_token, "alice-laptop", resume_after=a2_last + 10)
     replay = [await a2.next_event() for _ in range(10)]
@@ -168,8 +168,9 @@ async def scenario(postgres, server):
     # The same deviceId under another user is another device.
     other = await Client.connect(ws_url, alice_token, "bob-phone")
     check(other.welcome["userId"] == alice, other.welcome)
-    await asyncio.sleep(0.3)
-    check(new.ws.close_code is None, "a device id of another user must not replace this connection")
+    # A replacement is sent before the welcome; a round trip on the older connection after it proves none came.
+    still = await new.request({"type": "ack", "upTo": 0})
+    check(still["type"] == "ok" and new.ws.close_code is None, "a device id of another user must not replace this connection")
     log("close codes 4001/4002/4003/4004: ok")
 
     # --- REST send and history. ---

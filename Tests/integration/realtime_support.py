@@ -132,14 +132,16 @@ def parley_binary():
 
 
 class ParleyServer:
-    """`parley serve` on a free port against `database_url`; restartable on the same port."""
+    """`parley serve` against `database_url`: the first start binds port 0 and reads the port it got
+    from `--port-file`; a restart binds that port again (clients keep their URLs)."""
 
     def __init__(self, database_url, extra=(), threads=2):
         self.database_url = database_url
         self.extra = list(extra)
         self.threads = threads
-        self.port = free_port()
+        self.port = None
         self.log_path = tempfile.mktemp(prefix="parley-rt-", suffix=".log")
+        self.port_file = self.log_path[:-4] + ".port"
         self.process = None
         atexit.register(self.stop)
 
@@ -152,15 +154,26 @@ class ParleyServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self):
-        command = [parley_binary(), "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", str(self.threads),
-                   "--database-url", self.database_url, "--migrations-dir", os.path.join(REPO, "migrations"),
-                   "--log-level", "warning"] + self.extra
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        command = [parley_binary(), "serve", "--host", "127.0.0.1", "--port", str(self.port or 0), "--port-file", self.port_file,
+                   "--threads", str(self.threads), "--database-url", self.database_url,
+                   "--migrations-dir", os.path.join(REPO, "migrations"), "--log-level", "warning"] + self.extra
         self.log_file = open(self.log_path, "a")
         self.process = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT, preexec_fn=raise_nofile)
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"parley exited with {self.process.returncode}:\n{self.log()}")
+            if not os.path.exists(self.port_file):
+                time.sleep(0.02)
+                continue
+            with open(self.port_file) as f:
+                bound = int(f.read())
+            if self.port is None:
+                self.port = bound
+            elif bound != self.port:
+                raise RuntimeError(f"parley restarted on port {bound}, not {self.port}")
             try:
                 with urllib.request.urlopen(self.http_url + "/ready", timeout=1) as response:
                     if response.status == 200:
@@ -295,10 +308,18 @@ class Client:
         return await self.request(frame)
 
     async def next_event(self, kind=None, timeout=10):
+        """The next event of type `kind` (others are dropped); fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        skipped = []
         while True:
-            event = await asyncio.wait_for(self.events.get(), timeout)
+            try:
+                event = await asyncio.wait_for(self.events.get(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise AssertionError(f"{self.welcome.get('deviceId')}: no {kind or 'event'} within {timeout} s; "
+                                     f"skipped {skipped[-5:]}") from None
             if kind is None or event.get("type") == kind:
                 return event
+            skipped.append(event)
 
     async def expect_no_event(self, seconds=0.5):
         try:

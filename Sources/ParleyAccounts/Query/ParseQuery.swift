@@ -37,6 +37,12 @@ public struct ParseQuery: Sendable, Equatable {
     public var keys: [String]?
     /// Whether the response carries `count` (the number of matching rows, ignoring limit and skip).
     public var count: Bool
+    /// Included pointers, dotted `keys` and `excludeKeys` (`keys` above holds their top-level fields).
+    public var shape: ReadShape = ReadShape()
+    /// Top-level `where` fields the class's schema records as Relations (set by `QueryRunner`
+    /// from the schema, never from the request): a Pointer constraint on one means "owners whose
+    /// relation holds it".
+    public var relationFields: Set<String> = []
 
     public init(className: String, where: JSONValue? = nil, order: [OrderKey] = [], limit: Int = ParseQuery.defaultLimit,
                 skip: Int = 0, keys: [String]? = nil, count: Bool = false) {
@@ -47,6 +53,7 @@ public struct ParseQuery: Sendable, Equatable {
         self.skip = skip
         self.keys = keys
         self.count = count
+        shape = ReadShape(keys: keys)
     }
 
     /// Whether a row's `field` belongs in the response given `keys`.
@@ -70,6 +77,7 @@ public struct ParseQuery: Sendable, Equatable {
         var skip = 0
         var keys: [String]?
         var count = false
+        var shape: ReadShape?
         var seen = SeenParameters()
         for (name, value) in parameters {
             guard try seen.accept(name) else { continue }
@@ -78,12 +86,24 @@ public struct ParseQuery: Sendable, Equatable {
             case "order": order = try parseOrder(value)
             case "limit": limit = try parseLimit(value)
             case "skip": skip = try parseSkip(value)
-            case "keys": keys = try parseKeys(value)
+            case "keys":
+                var parsed = shape ?? ReadShape()
+                try parsed.setKeys([value])
+                keys = parsed.topLevelKeys
+                shape = parsed
             case "count": count = try parseCount(value)
-            default: try refuseUnsupported(name, empty: value.isEmpty)
+            default:
+                var parsed = shape ?? ReadShape()
+                try readShapeParameter(name, .string(value), into: &parsed)
+                shape = parsed
             }
         }
-        return ParseQuery(className: className, where: whereValue, order: order, limit: limit, skip: skip, keys: keys, count: count)
+        var query = ParseQuery(className: className, where: whereValue, order: order, limit: limit, skip: skip, keys: keys, count: count)
+        if var shape {
+            try shape.finish()
+            query.shape = shape
+        }
+        return query
     }
 
     /// Parses the JSON body of the POST form of a query (`{"_method":"GET","where":{…},"limit":10}`):
@@ -106,54 +126,73 @@ public struct ParseQuery: Sendable, Equatable {
             case "limit": query.limit = try parseLimit(try text(value, name))
             case "skip": query.skip = try parseSkip(try text(value, name))
             case "keys":
-                if case .array(let items) = value {
-                    query.keys = try parseKeys(try items.map { item throws(QueryError) in try text(item, name) }.joined(separator: ","))
-                } else {
-                    query.keys = try parseKeys(try text(value, name))
-                }
+                try query.shape.setKeys(try list(value, name))
+                query.keys = query.shape.topLevelKeys
             case "count":
                 switch value {
                 case .bool(let flag): query.count = flag
                 default: query.count = try parseCount(try text(value, name))
                 }
             default:
-                try refuseUnsupported(name, empty: isEmpty(value))
+                try readShapeParameter(name, value, into: &query.shape)
             }
         }
+        try query.shape.finish()
         return query
     }
 
-    /// The `keys` of a single-object GET (`GET /classes/:className/:objectId` and the system
-    /// classes' equivalents), from its parameters (query-string values as strings, or the JSON
-    /// body of the `_method: GET` form). The parameters Parse Server allows there are `keys`,
-    /// `include`, `excludeKeys` and the read-preference hints; any other is refused (102), as
-    /// Parse Server does. `include` and `excludeKeys` are refused exactly as a query refuses them
-    /// (102 when not empty), so a fetch and a find answer one way.
-    public static func fetchKeys(parameters: [(name: String, value: JSONValue)]) throws(QueryError) -> [String]? {
-        var keys: [String]?
+    /// The shape of a single-object GET (`GET /classes/:className/:objectId`, the system classes'
+    /// equivalents and `/users/me`), from its parameters (query-string values as strings, or the
+    /// JSON body of the `_method: GET` form): `keys`, `include`, `excludeKeys` (and the
+    /// read-preference hints), as Parse Server allows there; any other is refused (102). They
+    /// mean what they mean in a query, so a fetch and a find answer one way.
+    public static func fetchShape(parameters: [(name: String, value: JSONValue)]) throws(QueryError) -> ReadShape {
+        var shape = ReadShape()
         var seen = SeenParameters()
         for (name, value) in parameters {
             guard try seen.accept(name) else { continue }
             switch name {
             case "keys":
-                if case .array(let items) = value {
-                    keys = try parseKeys(try items.map { item throws(QueryError) in try text(item, name) }.joined(separator: ","))
-                } else {
-                    keys = try parseKeys(try text(value, name))
-                }
+                let entries = try list(value, name)
+                if !entries.allSatisfy({ $0.isEmpty }) { try shape.setKeys(entries) }
             case "include", "excludeKeys":
-                try refuseUnsupported(name, empty: isEmpty(value))
+                try readShapeParameter(name, value, into: &shape)
             default:
                 throw .invalidQuery("Improper encode of parameter")
             }
         }
-        return keys?.isEmpty == true ? nil : keys
+        try shape.finish()
+        return shape
     }
 
     // MARK: - Parameters
 
     private static let ignoredParameters: Set<String> = ["readPreference", "includeReadPreference", "subqueryReadPreference", "hint", "comment"]
-    private static let unsupportedParameters: Set<String> = ["include", "excludeKeys", "includeAll", "explain", "redirectClassNameForKey"]
+    private static let unsupportedParameters: Set<String> = ["explain", "redirectClassNameForKey"]
+
+    /// `include`, `includeAll` and `excludeKeys`; anything else is refused as `refuseUnsupported` words it.
+    private static func readShapeParameter(_ name: String, _ value: JSONValue, into shape: inout ReadShape) throws(QueryError) {
+        switch name {
+        case "include": try shape.addInclude(try list(value, name))
+        case "excludeKeys": try shape.setExcludeKeys(try list(value, name))
+        case "includeAll":
+            switch value {
+            case .bool(false), .null: break
+            case .string(let text) where text == "false" || text == "0": break
+            default: shape.setIncludeAll()
+            }
+        default: try refuseUnsupported(name, empty: isEmpty(value))
+        }
+    }
+
+    /// A list parameter: comma-separated text, or a JSON array of such texts (every SDK form).
+    private static func list(_ value: JSONValue, _ name: String) throws(QueryError) -> [String] {
+        if case .array(let items) = value {
+            guard items.count <= ReadShape.maxListEntries else { throw .invalidQuery("\(name) has more than \(ReadShape.maxListEntries) entries") }
+            return try items.map { item throws(QueryError) in try text(item, name) }
+        }
+        return [try text(value, name)]
+    }
 
     /// The parameters read so far, to refuse repeats: the query's own six as bits (every find
     /// has some, and this runs for each), any other name in a list.
@@ -260,17 +299,6 @@ public struct ParseQuery: Sendable, Equatable {
     private static func parseNonNegative(_ text: String) -> Int? {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int(text) ?? Int.max
-    }
-
-    static func parseKeys(_ text: String) throws(QueryError) -> [String] {
-        var keys: [String] = []
-        for part in text.split(separator: ",") {
-            let name = part.trimmingSpaces()
-            if name.isEmpty { continue }
-            guard FieldPath.isValidName(name) else { throw .invalidQuery("invalid key in keys: \(String(part))") }
-            if !keys.contains(name) { keys.append(name) }
-        }
-        return keys
     }
 
     static func parseCount(_ text: String) throws(QueryError) -> Bool {

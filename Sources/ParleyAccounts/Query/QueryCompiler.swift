@@ -26,7 +26,7 @@ public enum QueryCompiler {
             throw .invalidQuery("skip must be between 0 and \(ParseQuery.maxSkip)")
         }
         let limit = min(query.limit, ParseQuery.maxLimit)
-        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil)
+        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil, relationFields: query.relationFields)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let orderBy = try ordering(query.order, compiler: &compiler)
         let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer)
@@ -74,7 +74,7 @@ public enum QueryCompiler {
 
     /// `SELECT count(*) AS count …` over the same rows, ignoring order, limit, skip and keys.
     public static func compileCount(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?) throws(QueryError) -> CompiledQuery {
-        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil)
+        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil, relationFields: query.relationFields)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let predicates = access + conditions
         var sql = "SELECT count(*) AS count FROM \(layout.table)"

@@ -30,6 +30,8 @@ struct NearSphere {
 struct WhereCompiler {
     let layout: TableLayout
     let isMaster: Bool
+    /// Top-level fields that are Relations (`ParseQuery.relationFields`).
+    let relationFields: Set<String>
     var writer = SQLWriter()
     /// A `$regex` was compiled.
     var usesRegex = false
@@ -37,9 +39,10 @@ struct WhereCompiler {
     private(set) var nearSphere: NearSphere?
     private var conditions = 0
 
-    init(layout: TableLayout, isMaster: Bool) {
+    init(layout: TableLayout, isMaster: Bool, relationFields: Set<String> = []) {
         self.layout = layout
         self.isMaster = isMaster
+        self.relationFields = relationFields
     }
 
     // MARK: - Objects, $or and $and
@@ -50,6 +53,8 @@ struct WhereCompiler {
         for (key, value) in object {
             if key.hasPrefix("$") {
                 predicates.append(try compileLogical(key, value, depth: depth, insideOr: insideOr))
+            } else if depth == 0, relationFields.contains(key) {
+                predicates.append(try relationHolds(value, field: key))
             } else {
                 let target = try resolve(key)
                 predicates.append(contentsOf: try compileConstraint(value, on: target, field: key, insideOr: insideOr))
@@ -79,11 +84,45 @@ struct WhereCompiler {
             try count()
             if parts.count == 1 { return parts[0] }
             return "(" + parts.joined(separator: key == "$or" ? " OR " : " AND ") + ")"
-        case "$nor", "$relatedTo", "$text", "$where", "$expr", "$comment":
+        case "$relatedTo":
+            return try relatedTo(value)
+        case "$nor", "$text", "$where", "$expr", "$comment":
             throw .invalidQuery("\(key) is not supported")
         default:
             throw .invalidQuery("unknown top-level operator \(key)")
         }
+    }
+
+    /// `$relatedTo: {"object": <owner Pointer>, "key": <its Relation field>}`: the rows in the
+    /// owner's relation, `object_id IN (SELECT parley_relation_ids($table, $owner))` (no rows
+    /// while the join table does not exist; migrations/0018_relations.sql).
+    private mutating func relatedTo(_ value: JSONValue) throws(QueryError) -> String {
+        guard case .object(let operand) = value, case .object(let owner)? = operand["object"], owner["__type"]?.string == "Pointer",
+              let ownerClass = owner["className"]?.string, ClassName.isValid(ownerClass) || ClassName.isSystem(ownerClass),
+              let ownerId = owner["objectId"]?.string, !ownerId.isEmpty, ownerId.utf8.count <= 120, !ownerId.utf8.contains(0),
+              let key = operand["key"]?.string, FieldPath.isValidName(key) else {
+            throw .invalidQuery("$relatedTo expects {\"object\": a Pointer, \"key\": the name of a Relation field}")
+        }
+        let table = RelationWriter.joinTable(field: key, className: ownerClass)
+        guard table.utf8.count <= RelationWriter.maxJoinTableBytes else { throw .invalidQuery("$relatedTo: the relation \(key) of \(ownerClass) has too long a name") }
+        try count()
+        return "object_id IN (SELECT parley_relation_ids(" + (try writer.bind(.text(table), as: "text")) + ", "
+            + (try writer.bind(.text(ownerId), as: "text")) + "))"
+    }
+
+    /// `{"<Relation field>": <Pointer>}`: the rows whose relation holds the pointed-to object,
+    /// `object_id IN (SELECT parley_relation_owners($table, $related))` (Parse Server's
+    /// `reduceInRelation` for equality).
+    private mutating func relationHolds(_ value: JSONValue, field: String) throws(QueryError) -> String {
+        guard case .object(let pointer) = value, pointer["__type"]?.string == "Pointer", let id = pointer["objectId"]?.string,
+              !id.isEmpty, id.utf8.count <= 120, !id.utf8.contains(0) else {
+            throw .invalidQuery("\(field) is a Relation: query it with a Pointer")
+        }
+        let table = RelationWriter.joinTable(field: field, className: layout.className)
+        guard table.utf8.count <= RelationWriter.maxJoinTableBytes else { throw .invalidQuery("the relation \(field) has too long a name") }
+        try count()
+        return "object_id IN (SELECT parley_relation_owners(" + (try writer.bind(.text(table), as: "text")) + ", "
+            + (try writer.bind(.text(id), as: "text")) + "))"
     }
 
     /// Predicates joined with AND and parenthesised; `TRUE` for none.

@@ -1,12 +1,11 @@
 import Foundation
-import XCTest
 
 /// A throwaway CA and leaf certificates made by the `openssl` command in a temporary directory.
-final class TestCertificateAuthority {
-    let directory: URL
-    var caCertificate: String { directory.appendingPathComponent("ca.pem").path }
+public final class TestCertificateAuthority: @unchecked Sendable {
+    public let directory: URL
+    public var caCertificate: String { directory.appendingPathComponent("ca.pem").path }
 
-    init() throws {
+    public init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
@@ -15,16 +14,23 @@ final class TestCertificateAuthority {
 
     deinit { try? FileManager.default.removeItem(at: directory) }
 
-    /// Issues a leaf for `name` signed by this CA (or self-signed); an expired one ended yesterday.
-    func issue(name: String, selfSigned: Bool = false, expired: Bool = false) throws -> (certificate: String, key: String) {
-        let base = "\(name)-\(selfSigned ? "self" : "ca")-\(expired ? "expired" : "valid")"
-        try "subjectAltName=DNS:\(name)\n".write(to: directory.appendingPathComponent("\(base).ext"), atomically: true, encoding: .utf8)
+    /// Issues a leaf for `name` (and `alsoNames`: DNS names, or IP addresses) signed by this CA
+    /// (or self-signed); an expired one ended yesterday.
+    public func issue(name: String, alsoNames: [String] = [], selfSigned: Bool = false, expired: Bool = false) throws -> (certificate: String, key: String) {
+        let base = "\(name)-\(selfSigned ? "self" : "ca")-\(expired ? "expired" : "valid")-\(UUID().uuidString.prefix(8))"
+        let entries = ([name] + alsoNames).map { $0.first!.isNumber || $0.contains(":") ? "IP:\($0)" : "DNS:\($0)" }
+        try "subjectAltName=\(entries.joined(separator: ","))\n".write(to: directory.appendingPathComponent("\(base).ext"), atomically: true, encoding: .utf8)
         try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                      "-keyout", "\(base).key", "-out", "\(base).csr", "-subj", "/CN=\(name)"])
         let signer = selfSigned ? ["-signkey", "\(base).key"] : ["-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial"]
         let validity = ["-days", expired ? "-1" : "2"]
         try openssl(["x509", "-req", "-in", "\(base).csr", "-out", "\(base).pem", "-extfile", "\(base).ext"] + signer + validity)
         return (directory.appendingPathComponent("\(base).pem").path, directory.appendingPathComponent("\(base).key").path)
+    }
+
+    struct OpenSSLFailed: Error, CustomStringConvertible {
+        let arguments: [String]
+        var description: String { "openssl \(arguments.joined(separator: " ")) failed" }
     }
 
     private func openssl(_ arguments: [String]) throws {
@@ -36,6 +42,6 @@ final class TestCertificateAuthority {
         process.standardError = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " "))")
+        guard process.terminationStatus == 0 else { throw OpenSSLFailed(arguments: arguments) }
     }
 }
