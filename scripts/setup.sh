@@ -31,7 +31,7 @@ REQUIREMENTS="$PARLEY_ROOT/scripts/requirements-test.txt"
 # postgresql-contrib is the Debian 12 name (there is no postgresql-contrib-15); Parley needs
 # its cube and earthdistance extensions for geo queries.
 runtime_packages=(build-essential pkg-config libpq-dev libsodium-dev libssl-dev postgresql-15 postgresql-contrib)
-test_packages=(wrk nginx-light coturn curl procps tmux)
+test_packages=(wrk nginx-light coturn curl procps tmux chromium chromium-driver testssl.sh)
 
 # --- Swift: cannot be installed from here, only checked. ---
 parley_use_swift

@@ -24,6 +24,8 @@ public final class Accounts: Sendable {
     public let events: AccountEvents
     /// Parse's global config (`/config`).
     public let config: GlobalConfigStore
+    /// Email verification and password reset mails and links.
+    public let emails: AccountEmails
 
     /// The SQL function through which other modules' statements learn which ids are users,
     /// `(ids text[]) → SETOF text` (migrations/0009_realtime_devices_contacts.sql): they call it
@@ -32,9 +34,11 @@ public final class Accounts: Sendable {
     public let logger: Logger
 
     /// Builds the stores. Computes the dummy password hash once (blocking, tens of milliseconds).
-    /// `authData` verifies logins with `authData` (none enabled by default: 252).
+    /// `authData` verifies logins with `authData` (none enabled by default: 252); `mailer`
+    /// queues verification and reset mails (none by default).
     public init(database: PostgresClient, blockingPool: BlockingPool, configuration: AccountsConfiguration = AccountsConfiguration(),
-                authData: any AuthDataVerifier = NoAuthDataVerifier(), logger: Logger = Logger(label: "accounts")) {
+                authData: any AuthDataVerifier = NoAuthDataVerifier(), mailer: any AccountMailer = NoAccountMailer(),
+                logger: Logger = Logger(label: "accounts")) {
         self.database = database
         self.blockingPool = blockingPool
         self.configuration = configuration
@@ -50,6 +54,7 @@ public final class Accounts: Sendable {
         sessions = SessionStore(cache: sessionCache, lifetimeSeconds: configuration.sessionLifetimeSeconds, events: events)
         users = UserStore(schemas: schemas, sessions: sessions, hasher: hasher, pool: blockingPool, configuration: configuration, cache: userCache, roles: roles,
                           authData: authData)
+        emails = AccountEmails(database: database, users: users, sessions: sessions, mailer: mailer, configuration: configuration, logger: logger)
         objects = ObjectStore(schemas: schemas)
         installations = InstallationStore(schemas: schemas)
         relations = RelationWriter(database: database, objects: objects)

@@ -22,6 +22,16 @@ public struct AccountsConfiguration: Sendable {
     public var userCacheTTLMilliseconds: Int64
     /// What new passwords must satisfy and how long they live (Parse's `passwordPolicy`).
     public var passwordPolicy: PasswordPolicy
+    /// New and changed emails get `emailVerified: false` and a verification mail (Parse's `verifyUserEmails`).
+    public var verifyUserEmails: Bool
+    /// With `verifyUserEmails`: a user with an unverified email cannot log in (205) and signs up
+    /// without a session (Parse's `preventLoginWithUnverifiedEmail`).
+    public var preventLoginWithUnverifiedEmail: Bool
+    /// How long a verification link works (Parse's `emailVerifyTokenValidityDuration`); nil = until used.
+    public var emailVerifyTokenValidity: Duration?
+    /// Account mails (verification, reset) of one kind sent to one user per hour; more requests
+    /// are answered as usual but mail nothing.
+    public var accountMailsPerHour: Int
 
     public init(
         sessionLifetimeSeconds: Int64 = 365 * 24 * 3600,
@@ -33,7 +43,11 @@ public struct AccountsConfiguration: Sendable {
         sessionCacheCapacity: Int = 100_000,
         sessionCacheTTLSeconds: Int64 = 30,
         userCacheTTLMilliseconds: Int64 = 5000,
-        passwordPolicy: PasswordPolicy = .none
+        passwordPolicy: PasswordPolicy = .none,
+        verifyUserEmails: Bool = false,
+        preventLoginWithUnverifiedEmail: Bool = false,
+        emailVerifyTokenValidity: Duration? = nil,
+        accountMailsPerHour: Int = 5
     ) {
         self.sessionLifetimeSeconds = max(1, sessionLifetimeSeconds)
         self.lockoutThreshold = lockoutThreshold.flatMap { $0 > 0 ? $0 : nil }
@@ -45,5 +59,12 @@ public struct AccountsConfiguration: Sendable {
         self.sessionCacheTTLSeconds = max(0, sessionCacheTTLSeconds)
         self.userCacheTTLMilliseconds = max(0, userCacheTTLMilliseconds)
         self.passwordPolicy = passwordPolicy
+        self.verifyUserEmails = verifyUserEmails
+        self.preventLoginWithUnverifiedEmail = verifyUserEmails && preventLoginWithUnverifiedEmail
+        self.emailVerifyTokenValidity = emailVerifyTokenValidity
+        self.accountMailsPerHour = max(1, accountMailsPerHour)
     }
+
+    /// Whether a user with an unverified email is refused at login.
+    var requiresVerifiedEmail: Bool { verifyUserEmails && preventLoginWithUnverifiedEmail }
 }

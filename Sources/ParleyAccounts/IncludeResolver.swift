@@ -76,7 +76,8 @@ struct IncludeResolver {
         guard let rows = try await runner.rows(query, auth: auth, on: db) else { return [] }
         let excluded = shape.excludedKeys(under: path).filter { !Self.alwaysSelected.contains($0) }
         var targets: [(String, JSONValue)] = []
-        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys) {
+        let relations = try await runner.relationFields(className, on: db)
+        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys, relations: relations) {
             guard let id = object["objectId"]?.string else { continue }
             for key in excluded { object[key] = nil }
             if className == ClassName.user && !auth.isMaster {
@@ -91,9 +92,10 @@ struct IncludeResolver {
     }
 
     /// Rows as JSON objects, written by `RowJSON` for `viewer`.
-    static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, viewer: Auth, keys: [String]?) -> [JSONObject] {
+    static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, viewer: Auth, keys: [String]?,
+                        relations: [SchemaStore.RelationField] = []) -> [JSONObject] {
         guard let rows, !rows.isEmpty else { return [] }
-        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys)
+        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations)
         var objects: [JSONObject] = []
         objects.reserveCapacity(rows.count)
         var bytes: [UInt8] = []

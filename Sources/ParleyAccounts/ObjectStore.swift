@@ -59,7 +59,8 @@ public struct ObjectStore: Sendable {
         let sql = "SELECT \(Self.columns) FROM objects WHERE class_name = \(builder.bind(.text(className))) AND object_id = \(builder.bind(.text(objectId)))"
             + ACLSQL.filter("rperm", auth: auth, builder: &builder)
         let rows = try await db.run(sql, builder.params, readOnly: true)
-        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys) else { throw ParseError.objectNotFound }
+        let relations = rows.isEmpty ? [] : try await schemas.relationFields(className: className, on: db)
+        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys, relations: relations) else { throw ParseError.objectNotFound }
         return object
     }
 

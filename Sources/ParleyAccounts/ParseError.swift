@@ -50,6 +50,10 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case usernameTaken(String)
     /// 203
     case emailTaken(String)
+    /// 204: an email request without an email.
+    case emailMissing(String)
+    /// 205: no user with that email, or an unverified email where one is required.
+    case emailNotFound(String)
     /// 206
     case sessionMissing(String)
     /// 208: the authData is linked to another user.
@@ -58,6 +62,8 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidSessionToken(String)
     /// 252: an unknown or disabled authData provider.
     case unsupportedService(String)
+    /// -1 (Parse's OTHER_CAUSE).
+    case otherCause(String)
     /// 100 (Parse's CONNECTION_FAILED), HTTP 429: too many requests, retry later; what Parse
     /// Server's `rateLimit` answers ("Too many requests.").
     case tooManyRequests(String)
@@ -89,11 +95,14 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case .passwordMissing: 201
         case .usernameTaken: 202
         case .emailTaken: 203
+        case .emailMissing: 204
+        case .emailNotFound: 205
         case .sessionMissing: 206
         case .accountAlreadyLinked: 208
         case .invalidSessionToken: 209
         case .unsupportedService: 252
         case .tooManyRequests: 100
+        case .otherCause: -1
         }
     }
 
@@ -106,8 +115,9 @@ public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
              .incorrectType(let m), .objectTooLarge(let m), .operationForbidden(let m), .invalidACL(let m),
              .invalidEmailAddress(let m), .missingRequiredField(let m), .duplicateValue(let m), .validationFailed(let m),
              .usernameMissing(let m), .passwordMissing(let m), .usernameTaken(let m), .emailTaken(let m),
-             .sessionMissing(let m), .accountAlreadyLinked(let m), .invalidSessionToken(let m), .unsupportedService(let m),
-             .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m), .pushMisconfigured(let m):
+             .emailMissing(let m), .emailNotFound(let m), .otherCause(let m), .sessionMissing(let m), .accountAlreadyLinked(let m),
+             .invalidSessionToken(let m), .unsupportedService(let m), .tooManyRequests(let m), .scriptFailed(let m), .webhookError(let m),
+             .pushMisconfigured(let m):
             m
         }
     }

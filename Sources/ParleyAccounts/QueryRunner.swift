@@ -23,8 +23,9 @@ public struct QueryRunner: Sendable {
     /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
     public func find(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let (rows, count) = try await fetch(query, auth: auth, on: db)
-        if query.shape.isPlain { return RowOutput(query, auth: auth).body(rows, count: count) }
-        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys)
+        let relations = try await relationFields(query.className, on: db)
+        if query.shape.isPlain { return RowOutput(query, auth: auth, relations: relations).body(rows, count: count) }
+        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys, relations: relations)
         try await IncludeResolver(runner: self, shape: query.shape, auth: auth).apply(&results, on: db)
         return IncludeResolver.body(results, count: count)
     }
@@ -45,6 +46,12 @@ public struct QueryRunner: Sendable {
         return bytes
     }
 
+    /// The Relation fields a class's objects answer (none for system classes or without a schema).
+    func relationFields(_ className: String, on db: any SQLExecutor) async throws(ParseError) -> [SchemaStore.RelationField] {
+        guard let schemas, RowJSON.Kind(className: className) == .object else { return [] }
+        return try await schemas.relationFields(className: className, on: db)
+    }
+
     /// The rows of `query` that `auth` may read (nil when `limit` is 0): the normal authorized
     /// read, which include targets go through too.
     func rows(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> PostgresRows? {
@@ -61,6 +68,14 @@ public struct QueryRunner: Sendable {
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
         if !query.shape.isPlain || !Self.pointerFields(query).isEmpty { return false }
+        // The Relation fields as this node last read them; an old or missing list is read again
+        // in the background (a Relation field another node added shows within seconds).
+        var relations: [SchemaStore.RelationField] = []
+        if let schemas, RowJSON.Kind(className: query.className) == .object {
+            let known = schemas.knownRelationFields(className: query.className)
+            relations = known?.fields ?? []
+            if known?.stale ?? true { schemas.refreshRelationFields(on: database) }
+        }
         let compiled: CompiledQuery?
         do {
             compiled = try select(query, auth: auth)
@@ -69,7 +84,7 @@ public struct QueryRunner: Sendable {
             return true
         }
         // The completion keeps what writing the rows needs, not the whole query.
-        let output = RowOutput(query, auth: auth)
+        let output = RowOutput(query, auth: auth, relations: relations)
         guard let compiled else {
             completion(.success(output.body(nil, count: nil)))
             return true
@@ -172,15 +187,17 @@ private struct RowOutput {
     let kind: RowJSON.Kind
     let keys: [String]?
     let viewer: Auth
+    let relations: [SchemaStore.RelationField]
 
-    init(_ query: ParseQuery, auth: Auth) {
+    init(_ query: ParseQuery, auth: Auth, relations: [SchemaStore.RelationField]) {
         kind = RowJSON.Kind(className: query.className)
         keys = query.keys
         viewer = auth
+        self.relations = relations
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations)
     }
 }

@@ -33,10 +33,13 @@ public struct RelationWriter: Sendable {
     /// Creates an object of a user-defined class with its relation changes.
     public func create(className: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var body = body
-        let changes = try Self.take(&body, className: className)
-        guard !changes.isEmpty else { return try await objects.create(className: className, body: body, auth: auth, on: db) }
-        let object = body
+        var types: [(field: String, type: ParseFieldType)] = []
+        let changes = try Self.take(&body, className: className, types: &types)
+        guard !changes.isEmpty || !types.isEmpty else { return try await objects.create(className: className, body: body, auth: auth, on: db) }
+        let object = body, recorded = types
         return try await atomically(db) { db throws(ParseError) in
+            try ObjectStore.validate(className: className)
+            try await objects.schemas.resolve(className: className, record: recorded, on: db)
             let created = try await objects.create(className: className, body: object, auth: auth, on: db)
             try await apply(changes, owner: created["objectId"]?.string ?? "", on: db)
             return created
@@ -46,10 +49,13 @@ public struct RelationWriter: Sendable {
     /// Updates an object the viewer may write (101 otherwise), then its relations.
     public func update(className: String, objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var body = body
-        let changes = try Self.take(&body, className: className)
-        guard !changes.isEmpty else { return try await objects.update(className: className, objectId: objectId, body: body, auth: auth, on: db) }
-        let object = body
+        var types: [(field: String, type: ParseFieldType)] = []
+        let changes = try Self.take(&body, className: className, types: &types)
+        guard !changes.isEmpty || !types.isEmpty else { return try await objects.update(className: className, objectId: objectId, body: body, auth: auth, on: db) }
+        let object = body, recorded = types
         return try await atomically(db) { db throws(ParseError) in
+            try ObjectStore.validate(className: className)
+            try await objects.schemas.resolve(className: className, record: recorded, on: db)
             let updated = try await objects.update(className: className, objectId: objectId, body: object, auth: auth, on: db)
             try await apply(changes, owner: objectId, on: db)
             return updated
@@ -77,16 +83,24 @@ public struct RelationWriter: Sendable {
         }
     }
 
-    /// Takes relation operations out of `body`. A field of `fixed` must be changed by relation
-    /// operations on pointers to its class (111 otherwise; `notRelation` words it); any other
-    /// field holding one becomes `{"__type":"Relation","className":…}` in `body`, for the schema.
+    /// Takes relation operations (and `{"__type":"Relation"}` values) out of `body`. A field of
+    /// `fixed` must be changed by relation operations on pointers to its class (111 otherwise;
+    /// `notRelation` words it); any other adds its `Relation<target>` type to `types`, for the
+    /// schema (the object's answers get the Relation value from the schema, `RowJSON`).
     /// 111 for pointers of mixed classes, 106 for anything but pointers, 107 beyond
     /// `FieldOperation.maxObjects`.
-    static func take(_ body: inout JSONObject, className: String, fixed: [String: String] = [:],
+    static func take(_ body: inout JSONObject, className: String, types: inout [(field: String, type: ParseFieldType)], fixed: [String: String] = [:],
                      notRelation: (String) -> String = { "\($0) is a Relation: change it with AddRelation or RemoveRelation" }) throws(ParseError) -> [Change] {
         var changes: [Change] = []
         for (key, value) in body {
             let target = fixed[key]
+            if target == nil, case .object(let typed) = value, typed["__type"]?.string == "Relation" {
+                if case (.relation(let relatedClass)?, _) = try ParseValue.normalise(value) {
+                    types.append((key, .relation(targetClass: relatedClass)))
+                }
+                body[key] = nil
+                continue
+            }
             guard case .object(let op) = value, let name = op["__op"]?.string, ["AddRelation", "RemoveRelation", "Batch"].contains(name) else {
                 if target != nil { throw .incorrectType(notRelation(key)) }
                 continue
@@ -128,11 +142,8 @@ public struct RelationWriter: Sendable {
                 }
                 changes.append(Change(table: table, add: opName == "AddRelation", ids: ids))
             }
-            if target == nil {
-                if let relatedClass { body[key] = ParseValue.relation(className: relatedClass) } else { body[key] = nil }
-            } else {
-                body[key] = nil
-            }
+            if target == nil, let relatedClass { types.append((key, .relation(targetClass: relatedClass))) }
+            body[key] = nil
         }
         return changes
     }

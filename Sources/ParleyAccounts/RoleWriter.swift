@@ -98,7 +98,8 @@ public struct RoleWriter: Sendable {
     /// Removes `users` and `roles` from `body` as relation changes (111 unless each is an
     /// `AddRelation`/`RemoveRelation` of pointers to `_User` / `_Role`).
     static func takeRelations(_ body: inout JSONObject) throws(ParseError) -> [RelationWriter.Change] {
-        try RelationWriter.take(&body, className: ClassName.role, fixed: roleRelations) { key in
+        var types: [(field: String, type: ParseFieldType)] = []
+        return try RelationWriter.take(&body, className: ClassName.role, types: &types, fixed: roleRelations) { key in
             "\(key) of a role can only be changed with AddRelation or RemoveRelation"
         }
     }

@@ -44,13 +44,27 @@ struct RowJSON {
         "token", "created_with", "restricted", "expires_at", "auth_data",
     ])
 
+    /// `,"<field>":{"__type":"Relation","className":…}` for each Relation field of the class
+    /// (`keys` permitting), written at each object's end, as Parse Server answers them.
+    private let relationMembers: [UInt8]
+
     /// Members every row keeps whatever `keys` says.
     private static let alwaysReturned: Set<String> = ["objectId", "createdAt", "updatedAt", "ACL", "sessionToken"]
 
-    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil) {
+    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = []) {
         self.kind = kind
         self.viewer = viewer
-        wanted = keys.map { Set($0).union(Self.alwaysReturned) }
+        let wanted = keys.map { Set($0).union(Self.alwaysReturned) }
+        self.wanted = wanted
+        var members: [UInt8] = []
+        for relation in relations where wanted?.contains(relation.field) ?? true {
+            members.append(UInt8(ascii: ","))
+            JSONSerializer.writeString(relation.field, into: &members)
+            members.append(contentsOf: #":{"__type":"Relation","className":"#.utf8)
+            JSONSerializer.writeString(relation.targetClass, into: &members)
+            members.append(UInt8(ascii: "}"))
+        }
+        relationMembers = members
         let positions = columns.positions(of: Self.columnNames)
         objectID = positions[0]
         createdAt = positions[1]
@@ -73,22 +87,23 @@ struct RowJSON {
     }
 
     /// The first row as a JSON object for `viewer`, reduced to `keys` when given; nil without rows.
-    static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil) -> [UInt8]? {
+    static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = []) -> [UInt8]? {
         guard let row = rows.first else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
-        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys).write(row, into: &bytes)
+        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations).write(row, into: &bytes)
         return bytes
     }
 
     /// A find's response body: `{"results":[…]}` plus `"count"` when counted (`rows` nil when
     /// `limit` was 0).
-    static func results(_ kind: Kind, _ rows: PostgresRows?, count: Int?, viewer: Auth, keys: [String]?) -> [UInt8] {
+    static func results(_ kind: Kind, _ rows: PostgresRows?, count: Int?, viewer: Auth, keys: [String]?,
+                        relations: [SchemaStore.RelationField] = []) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 512)
         bytes.append(#"{"results":["#)
         if let rows, !rows.isEmpty {
-            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys)
+            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations)
             for (position, row) in rows.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
                 writer.write(row, into: &bytes)
@@ -113,6 +128,11 @@ struct RowJSON {
         case .object: writeDataAndMetadata(row, into: &bytes) { Self.equals($0, "objectId") }
         case .installation: writeInstallation(row, into: &bytes)
         case .session: writeSession(row, into: &bytes)
+        }
+        if !relationMembers.isEmpty {
+            bytes.removeLast()
+            bytes.append(contentsOf: relationMembers)
+            bytes.append(UInt8(ascii: "}"))
         }
     }
 

@@ -7,6 +7,25 @@ import Synchronization
 /// on every node). Checking a write costs no database round trip once its fields are known.
 public final class SchemaStore: Sendable {
     private let cache = Mutex<[String: [String: ParseFieldType]]>([:])
+    /// Every class's Relation fields, read in one statement and trusted for `relationFieldsTTL`
+    /// (another node may add one): reads answer `{"__type":"Relation"}` for each.
+    private let relations = Mutex<RelationSnapshot?>(nil)
+    /// How long a node trusts its list of Relation fields.
+    public static let relationFieldsTTL = Duration.seconds(10)
+    /// Most Relation fields the list holds (a bound; more are not answered as Relation values).
+    public static let maxRelationFields = 100_000
+
+    private struct RelationSnapshot {
+        var fields: [String: [RelationField]]
+        var loadedAt: ContinuousClock.Instant
+        var refreshing = false
+    }
+
+    /// A Relation field of a class.
+    public struct RelationField: Sendable, Equatable {
+        public let field: String
+        public let targetClass: String
+    }
     /// Fields Parley stores in typed columns, per system class: never recorded, always enforced.
     private let builtIn: [String: [String: ParseFieldType]]
 
@@ -46,6 +65,9 @@ public final class SchemaStore: Sendable {
                 try Self.check(className, field, expected: stored, got: type)
             }
             known.merge(loaded) { _, b in b }
+            if missing.contains(where: { if case .relation = $0.1 { true } else { false } }) {
+                relations.withLock { $0 = nil }
+            }
             // Inside a transaction the rows may still roll back: cache only committed knowledge.
             if !(db is PostgresTransaction) {
                 cache.withLock { classes in
@@ -57,6 +79,49 @@ public final class SchemaStore: Sendable {
         var result: [String: ParseFieldType] = [:]
         for field in lookup { if let type = known[field] { result[field] = type } }
         return result
+    }
+
+    /// The class's Relation fields as this node last read them (nil before the first read), and
+    /// whether that read is older than `relationFieldsTTL`.
+    public func knownRelationFields(className: String) -> (fields: [RelationField], stale: Bool)? {
+        relations.withLock { snapshot in
+            snapshot.map { ($0.fields[className] ?? [], ContinuousClock.now - $0.loadedAt >= Self.relationFieldsTTL) }
+        }
+    }
+
+    /// The class's Relation fields, from memory while fresh, else read again (every class's, in
+    /// one statement).
+    public func relationFields(className: String, on db: any SQLExecutor) async throws(ParseError) -> [RelationField] {
+        if let known = knownRelationFields(className: className), !known.stale { return known.fields }
+        return try await loadRelationFields(on: db)[className] ?? []
+    }
+
+    /// Reads the list again in a task unless a read is under way (for callers that cannot wait).
+    public func refreshRelationFields(on database: PostgresClient) {
+        let start = relations.withLock { snapshot -> Bool in
+            if snapshot?.refreshing == true { return false }
+            snapshot?.refreshing = true
+            return true
+        }
+        guard start else { return }
+        Task { [self] in
+            _ = try? await loadRelationFields(on: database)
+            relations.withLock { $0?.refreshing = false }
+        }
+    }
+
+    private func loadRelationFields(on db: any SQLExecutor) async throws(ParseError) -> [String: [RelationField]] {
+        let rows = try await db.run("SELECT class_name, field, target_class FROM class_schemas WHERE type = 'Relation' ORDER BY class_name, field LIMIT $1",
+                                    [.int(Self.maxRelationFields)], readOnly: true)
+        var fields: [String: [RelationField]] = [:]
+        for row in rows {
+            guard let className = row["class_name"].string, let field = row["field"].string else { continue }
+            fields[className, default: []].append(RelationField(field: field, targetClass: row["target_class"].string ?? ""))
+        }
+        if !(db is PostgresTransaction) {
+            relations.withLock { $0 = RelationSnapshot(fields: fields, loadedAt: ContinuousClock.now) }
+        }
+        return fields
     }
 
     /// The class's GeoPoint field, if it has one.
@@ -83,6 +148,7 @@ public final class SchemaStore: Sendable {
     /// Forgets cached types (tests; after a class is dropped by hand).
     public func reset() {
         cache.withLock { $0.removeAll() }
+        relations.withLock { $0 = nil }
     }
 
     private func store(className: String, fields: [(String, ParseFieldType)], lookup: [String], on db: any SQLExecutor) async throws(ParseError) -> [String: ParseFieldType] {

@@ -39,6 +39,8 @@ public struct UserStore: Sendable {
         /// The existing user of the signup's `authData` as it sees itself, with the new
         /// `sessionToken`: Parse answers 200 with it instead of 201.
         public let loggedIn: [UInt8]?
+        /// The new user has an unverified email (`verifyUserEmails`): mail it a link.
+        public let needsVerification: Bool
 
         /// Parse's signup response body: `{objectId, createdAt, username?, sessionToken}`.
         public var json: JSONObject {
@@ -97,7 +99,11 @@ public struct UserStore: Sendable {
         }
         if let password { try configuration.passwordPolicy.validate(password, username: username) }
         let email = try Self.email(plan.core["email"])
-        let emailVerified = try Self.emailVerified(plan.core["emailVerified"], auth: auth)
+        var emailVerified = try Self.emailVerified(plan.core["emailVerified"], auth: auth)
+        // verifyUserEmails: a new email starts unverified (a verification mail follows), and
+        // with preventLoginWithUnverifiedEmail the signup opens no session.
+        if configuration.verifyUserEmails, email != nil, emailVerified == nil { emailVerified = false }
+        let createSession = createSession && !(configuration.requiresVerifiedEmail && email != nil && emailVerified != true)
         try await schemas.resolve(className: ClassName.user, record: plan.fieldTypes, on: db)
         try await checkAvailable(username: username, email: email, excluding: nil, on: db)
         let mark = sessions.cache.mark()
@@ -158,7 +164,8 @@ public struct UserStore: Sendable {
                 sessions.cache.put(session, since: mark)
                 roles.noteNewUser(objectId)
             }
-            return SignUpResult(objectId: objectId, createdAt: now, session: session, generatedUsername: generatedUsername, loggedIn: nil)
+            return SignUpResult(objectId: objectId, createdAt: now, session: session, generatedUsername: generatedUsername, loggedIn: nil,
+                                needsVerification: emailVerified == false)
         }
         throw ParseError.internalError("could not allocate a unique objectId")
     }
@@ -193,7 +200,7 @@ public struct UserStore: Sendable {
                                                 installationId: auth.installationId, since: mark, on: db)
         let user = Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
         return SignUpResult(objectId: userId, createdAt: row["created_at"].timestampMilliseconds ?? 0, session: session,
-                            generatedUsername: nil, loggedIn: user)
+                            generatedUsername: nil, loggedIn: user, needsVerification: false)
     }
 
     // MARK: Login
@@ -201,7 +208,10 @@ public struct UserStore: Sendable {
     /// Checks credentials and opens a session. Any mismatch (unknown user, wrong password, banned,
     /// no password set) is 101 "Invalid username/password." after the same argon2id work.
     /// Answers the user as it sees itself, with its new `sessionToken`.
-    public func logIn(username: String?, email: String?, password: String?, installationId: String?, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// `beforeSession`, when given, runs with the user's objectId once the password is verified
+    /// and before the session is created (Cloud Code's beforeLogin): its error fails the login.
+    public func logIn(username: String?, email: String?, password: String?, installationId: String?,
+                      beforeSession: (@Sendable (String) async throws(ParseError) -> Void)? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let username = username.flatMap { $0.isEmpty ? nil : $0 }
         let email = email.flatMap { $0.isEmpty ? nil : $0 }
         guard username != nil || email != nil else { throw ParseError.usernameMissing("username/email is required.") }
@@ -246,10 +256,14 @@ public struct UserStore: Sendable {
             }
         }
         guard valid, row["banned"].bool != true else { throw ParseError.invalidLogin }
+        if configuration.requiresVerifiedEmail, !row["email"].isNull, row["email_verified"].bool != true {
+            throw ParseError.emailNotFound("User email is not verified.")
+        }
         if configuration.passwordPolicy.isExpired(changedAt: row["password_changed_at"].timestampMilliseconds, now: UTCTime.nowMilliseconds()) {
             throw PasswordPolicy.expired
         }
 
+        if let beforeSession { try await beforeSession(userId) }
         let session = try await sessions.create(userId: userId, action: .login, installationId: installationId, since: mark, on: db)
         return Self.sessionUser(rows, row: row, session: session).adding(sessionToken: session.token)
     }
@@ -350,6 +364,10 @@ public struct UserStore: Sendable {
             let parsed = try Self.email(value)
             email = .some(parsed)
             assignments.append("email = \(builder.bind(parsed.map(PostgresData.text) ?? .null))")
+            // verifyUserEmails: a changed email is unverified until its link is followed.
+            if configuration.verifyUserEmails, parsed != nil, plan.core["emailVerified"] == nil {
+                assignments.append("email_verified = CASE WHEN email IS NOT DISTINCT FROM \(builder.bind(parsed.map(PostgresData.text) ?? .null)) THEN email_verified ELSE false END")
+            }
         }
         if let value = plan.core["emailVerified"] {
             let verified = try Self.emailVerified(value, auth: auth)

@@ -15,6 +15,8 @@ public enum CloudError: Error, Sendable, Equatable, CustomStringConvertible {
     case noSuchFunctionHook(String)
     /// 143 `class C does not exist` (no such trigger hook).
     case noSuchTriggerHook(className: String)
+    /// 143: the app already has `HookStore.maxHooks` hooks.
+    case tooManyHooks(Int)
     /// 141 `Invalid function: "NAME"`: `POST /functions/NAME` with no such function.
     case invalidFunction(String)
     /// 141 `Invalid job: NAME`.
@@ -29,7 +31,7 @@ public enum CloudError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Parse's error code.
     public var code: Int {
         switch self {
-        case .invalidHook, .unsupportedURL, .functionExists, .triggerExists, .noSuchFunctionHook, .noSuchTriggerHook: 143
+        case .invalidHook, .unsupportedURL, .functionExists, .triggerExists, .noSuchFunctionHook, .noSuchTriggerHook, .tooManyHooks: 143
         case .invalidFunction, .invalidJob, .scriptFailed, .webhookFailed: 141
         case .database: 1
         }
@@ -44,6 +46,7 @@ public enum CloudError: Error, Sendable, Equatable, CustomStringConvertible {
         case .triggerExists(let className, let trigger): "class \(className) already has trigger \(trigger)"
         case .noSuchFunctionHook(let name): "no function named: \(name) is defined"
         case .noSuchTriggerHook(let className): "class \(className) does not exist"
+        case .tooManyHooks(let limit): "too many hooks: at most \(limit) functions and triggers"
         case .invalidFunction(let name): "Invalid function: \"\(name)\""
         case .invalidJob(let name): "Invalid job: \(name)"
         case .scriptFailed(let message): message

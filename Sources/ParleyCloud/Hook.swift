@@ -22,12 +22,18 @@ public enum Hook: Sendable, Equatable {
 
     /// A declaration from a request body (`functionName`+`url`, or `className`+`triggerName`+`url`),
     /// as Parse's `createOrUpdateHook` reads it.
+    /// Longest hook URL and function or class name accepted.
+    public static let maxURLBytes = 2048
+    public static let maxNameBytes = 128
+
     public init(declaration body: JSONObject) throws(CloudError) {
-        guard let url = body["url"]?.string, !url.isEmpty else { throw .invalidHook }
+        guard let url = body["url"]?.string, !url.isEmpty, url.utf8.count <= Self.maxURLBytes else { throw .invalidHook }
+        for key in ["functionName", "className"] where (body[key]?.string?.utf8.count ?? 0) > Self.maxNameBytes { throw .invalidHook }
         if let name = body["functionName"]?.string, !name.isEmpty {
             self = .function(name: name, url: url)
         } else if let className = body["className"]?.string, !className.isEmpty,
-                  let name = body["triggerName"]?.string, let trigger = TriggerName(rawValue: name) {
+                  let name = body["triggerName"]?.string, let trigger = TriggerName(rawValue: name),
+                  !trigger.isLogin || className == "_User" {
             self = .trigger(className: className, trigger: trigger, url: url)
         } else {
             throw .invalidHook

@@ -24,8 +24,13 @@ public struct HookTable: Sendable {
     /// The URL of `trigger` on `className`, if one is registered.
     public func url(of trigger: TriggerName, on className: String) -> String? { triggers[Self.key(className, trigger)] }
 
-    /// True when `className` has any trigger (the common case of none costs one lookup).
+    /// True when no hook is registered.
     public var isEmpty: Bool { triggers.isEmpty && functions.isEmpty }
+
+    /// True when `className` has a beforeFind or afterFind hook.
+    public func hasFindTriggers(on className: String) -> Bool {
+        !triggers.isEmpty && (url(of: .beforeFind, on: className) != nil || url(of: .afterFind, on: className) != nil)
+    }
 
     static func key(_ className: String, _ trigger: TriggerName) -> String { className + "\u{0}" + trigger.rawValue }
 }
@@ -61,6 +66,12 @@ public final class HookStore: Sendable {
         return loaded
     }
 
+    /// The snapshot, if this node holds one it may trust (listening, unchanged since read):
+    /// for answers made on the event loop without a task.
+    public func cachedTable() -> HookTable? {
+        state.withLock { $0.listening ? $0.table : nil }
+    }
+
     /// Every hook, functions first, in registration order.
     public func all() async throws(CloudError) -> [Hook] {
         try await select("", [])
@@ -82,8 +93,18 @@ public final class HookStore: Sendable {
         try await select("WHERE class_name = $1 AND trigger_name = $2", [.text(className), .text(triggerName)]).first
     }
 
+    /// Most hooks (functions and triggers together) one app may register.
+    public static let maxHooks = 1000
+
     /// Parse's `createHook`: refuses an existing function or trigger (143), then stores it.
     public func create(_ hook: Hook) async throws(CloudError) -> Hook {
+        let rows: PostgresRows
+        do {
+            rows = try await database.query("SELECT count(*)::int8 AS n FROM cloud_hooks")
+        } catch {
+            throw .database(error)
+        }
+        guard (rows.first?["n"].int ?? 0) < Self.maxHooks else { throw .tooManyHooks(Self.maxHooks) }
         switch hook {
         case .function(let name, _):
             if try await function(name) != nil { throw .functionExists(name) }

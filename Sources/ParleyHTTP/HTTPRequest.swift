@@ -1,14 +1,21 @@
-/// A complete request: head, body bytes and the path parameters the router matched.
+/// A request: head, body bytes (or, on a streaming route, the body stream) and the path
+/// parameters the router matched.
 public struct HTTPRequest: Sendable {
     public var head: HTTPRequestHead
+    /// The whole body on a buffered route; empty on a streaming route.
     public var body: [UInt8]
     /// Values of the route's `:name` segments and `*` remainder.
     public var parameters: PathParameters
+    /// The body as it arrives, on a route registered with `body: .streamed`; nil otherwise.
+    public var bodyStream: HTTPRequestBodyStream?
 
-    public init(head: HTTPRequestHead, body: [UInt8] = [], parameters: PathParameters = PathParameters()) {
+    public init(
+        head: HTTPRequestHead, body: [UInt8] = [], parameters: PathParameters = PathParameters(), bodyStream: HTTPRequestBodyStream? = nil
+    ) {
         self.head = head
         self.body = body
         self.parameters = parameters
+        self.bodyStream = bodyStream
     }
 
     public var method: HTTPMethod { head.method }

@@ -80,6 +80,8 @@ public struct HTTPRequestParser {
         var extensionBytes = 0
         var trailerBytes = 0
         var trailerCount = 0
+        /// The body limit of this request when its reader set one (`limitBody`), else `limits.maxBodyBytes`.
+        var bodyLimit: Int?
     }
 
     public let limits: HTTPParserLimits
@@ -183,12 +185,19 @@ public struct HTTPRequestParser {
         return CompletedHead(method: message.method, keepAlive: message.keepAlive, isUpgrade: message.isUpgrade, hasBody: hasBody)
     }
 
-    /// Looks the head `advance` just reported up in `routes` (see `completedHead` for `mutating`).
-    mutating func matchCompletedHead(in routes: RouteTable) -> RouteMatch {
+    /// Calls `body` with the raw (not decoded) path bytes of the head `advance` just reported,
+    /// in place, before the head is built (see `completedHead` for `mutating`).
+    @inline(__always)
+    mutating func withCompletedPath<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
         precondition(headCompleted, "HTTPRequestParser: no completed head")
-        let method = message.method
         let path = message.target.pathRange
-        return head.withUnsafeBufferPointer { routes.match(method, rawPath: UnsafeBufferPointer(rebasing: $0[path])) }
+        return head.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[path])) }
+    }
+
+    /// Lowers the body limit of the request whose head was just reported (a route's own limit):
+    /// a chunk size that would pass it fails with `bodyTooLarge` before its data arrives.
+    mutating func limitBody(to limit: Int) {
+        message.bodyLimit = min(limit, limits.maxBodyBytes)
     }
 
     /// Drops the head `advance` just reported without building it; its memory is reused for the next.
@@ -479,7 +488,7 @@ public struct HTTPRequestParser {
                 message.chunkSizeDigits += 1
                 let (shifted, overflow) = remaining.multipliedReportingOverflow(by: 16)
                 let (size, carry) = shifted.addingReportingOverflow(Int(digit))
-                if overflow || carry || size > limits.maxBodyBytes - message.bodyReceived { throw .bodyTooLarge }
+                if overflow || carry || size > (message.bodyLimit ?? limits.maxBodyBytes) - message.bodyReceived { throw .bodyTooLarge }
                 remaining = size
             } else if message.chunkSizeDigits == 0 {
                 throw .invalidChunkSize

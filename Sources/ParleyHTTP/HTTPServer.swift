@@ -149,6 +149,10 @@ final class HTTPServerCore: Sendable {
     let hasObserver: Bool
     let logger: Logger
     let loops: [HTTPLoopContext]
+    /// The parser's limits: bodies are limited per route by the connection, not by the parser.
+    let parserLimits: HTTPParserLimits
+    /// The answer to a body over its limit on a route without its own.
+    let bodyTooLarge: HTTPResponse
     let idleTimeout: UInt64
     let headerTimeout: UInt64
     let bodyTimeout: UInt64
@@ -162,6 +166,10 @@ final class HTTPServerCore: Sendable {
         self.hasObserver = observer != nil
         self.logger = logger
         self.loops = loops
+        var parserLimits = configuration.limits
+        parserLimits.maxBodyBytes = Int.max >> 2
+        self.parserLimits = parserLimits
+        bodyTooLarge = .plain(HTTPParserError.bodyTooLarge.status, HTTPParserError.bodyTooLarge.description)
         idleTimeout = configuration.idleTimeout.nanoseconds
         headerTimeout = configuration.headerTimeout.nanoseconds
         bodyTimeout = configuration.bodyTimeout.nanoseconds

@@ -45,15 +45,11 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var isReady: Bool { response != nil || constant != nil }
     }
 
-    /// A streamed response body being written: pulled while the connection's queued output is
-    /// below `streamLowWater`, one chunk at a time.
+    /// A streamed response body being written: its producer and the state machine that says
+    /// when to pull it and what to write.
     private struct OutgoingStream {
         let next: @Sendable () async throws -> [UInt8]?
-        /// Bytes still due under a `Content-Length`; nil for a chunked or close-delimited body.
-        var remaining: Int?
-        let chunked: Bool
-        /// A `next()` call is in flight.
-        var pulling = false
+        var machine: HTTPResponseStreamStateMachine
     }
 
     /// Queued output below which the next chunk of a streamed body is pulled.
@@ -65,6 +61,13 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var head: HTTPRequestHead
         let match: RouteMatch
         let started: UInt64
+        /// The route's body limit and the answer past it.
+        let limit: Int
+        let tooLarge: HTTPResponse
+        /// Body bytes read so far.
+        var received = 0
+        /// Set on a streaming route: the handler is running and reads the body from here.
+        var stream: HTTPRequestBodyStream?
     }
 
     /// `100 Continue` for the request being read.
@@ -109,7 +112,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         self.connection = connection
         self.core = core
         self.context = context
-        self.parser = HTTPRequestParser(limits: core.configuration.limits)
+        self.parser = HTTPRequestParser(limits: core.parserLimits)
         context.register(self)
         updateDeadline()
     }
@@ -149,7 +152,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// A half-closed client may still read: answer every complete request, drop a partial one.
     private func finishAfterPeerClosed() {
-        incoming = nil
+        dropIncoming(.incomplete)
         body = []
         closing = true
         if slots.isEmpty {
@@ -163,7 +166,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     func connectionDidClose(_ connection: Connection) {
         closed = true
         slots.removeAll()
-        incoming = nil
+        dropIncoming(.incomplete)
         pendingInput = []
         pendingUpgrade = nil
         context.unregister(self)
@@ -218,7 +221,9 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     return
                 case .head:
                     let completed = parser.completedHead()
-                    let match = parser.matchCompletedHead(in: core.routes)
+                    // The router, not the parser, picks the route: from the path bytes still in the parser.
+                    let routes = core.routes
+                    let match = parser.withCompletedPath { routes.match(completed.method, rawPath: $0) }
                     guard !completed.hasBody else {
                         receivedHead(parser.takeHead(), match: match)
                         continue
@@ -235,12 +240,23 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                     let head = parser.takeHead()
                     try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
                     received(head, body: [], match: match, sequence: takeSequence(), started: startTime())
-                case .body(let chunk): body.append(contentsOf: chunk)
+                case .body(let chunk):
+                    if receivedBody(chunk) {
+                        // A streamed body's consumer is behind: read on once it has caught up.
+                        pendingInput.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
+                        parsingPaused = true
+                        connection.pauseReading()
+                        return
+                    }
                 case .end: receivedEnd()
                 }
             }
         } catch {
-            fail(with: .plain(error.status, error.description), method: nil)
+            if error == .bodyTooLarge, let current = incoming {
+                fail(with: current.tooLarge, streamError: .tooLarge(limit: current.limit))
+            } else {
+                fail(with: .plain(error.status, error.description), streamError: .malformed(error))
+            }
         }
     }
 
@@ -250,7 +266,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     }
 
     private func resumeParsingIfPossible() {
-        guard parsingPaused, !parsing, !closed, !closing, !mustPauseBeforeNextRequest() else { return }
+        guard parsingPaused, !parsing, !closed, !closing, !mustPauseBeforeNextRequest(),
+              !(incoming?.stream?.isHoldingReads ?? false) else { return }
         parsingPaused = false
         let input = pendingInput
         pendingInput = []
@@ -284,10 +301,21 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         connection.loop.iterationNanoseconds
     }
 
-    /// A head with a body: the body is read next.
+    /// A head with a body: the body is read next (on a streaming route, while its handler runs).
     private func receivedHead(_ head: HTTPRequestHead, match: RouteMatch) {
         let sequence = takeSequence()
         let started = startTime()
+        var route: Route?
+        if case .found(let found, _) = match { route = found }
+        let limit = route?.bodyLimit ?? core.configuration.limits.maxBodyBytes
+        let tooLarge = route?.bodyTooLarge ?? core.bodyTooLarge
+        if case .contentLength(let length) = head.bodyFraming, length > limit {
+            // 413 before any body byte; the body is never read.
+            closing = true
+            connection.pauseReading()
+            enqueue(Slot(sequence: sequence, method: head.method, route: route, response: tooLarge, keepAlive: false, started: started))
+            return
+        }
         if head.expectContinue && head.hasBody {
             guard case .found = match else {
                 // 404/405 before the body: answer now, never read the body, close.
@@ -301,7 +329,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         if case .contentLength(let length) = head.bodyFraming, length > 0 {
             body.reserveCapacity(min(length, 64 << 10))
         }
-        incoming = Incoming(sequence: sequence, head: head, match: match, started: started)
+        parser.limitBody(to: limit)
+        incoming = Incoming(sequence: sequence, head: head, match: match, started: started, limit: limit, tooLarge: tooLarge)
+        if case .found(let route, let parameters) = match, route.streamsBody {
+            switch route.handler {
+            case .async(let handler), .inlineFirst(_, let handler):
+                startStreamedRequest(head, route: route, parameters: parameters, handler: handler, sequence: sequence, started: started)
+            case .inline, .upgrade:
+                break
+            }
+        }
         if head.expectContinue && head.hasBody {
             continueState = .due
             sendContinueIfNeeded()
@@ -310,10 +347,58 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         }
     }
 
+    /// The handler of a streaming route starts as soon as the head is read; its slot keeps its place in line.
+    private func startStreamedRequest(
+        _ head: HTTPRequestHead, route: Route, parameters: PathParameters, handler: @escaping HTTPHandler, sequence: UInt64, started: UInt64
+    ) {
+        let loop = connection.loop
+        let stream = HTTPRequestBodyStream { [weak self] in
+            guard let connection = self else { return }
+            loop.execute { connection.bodyStreamDrained() }
+        }
+        incoming?.stream = stream
+        slots.append(Slot(
+            sequence: sequence, method: head.method, route: route, response: nil, keepAlive: head.keepAlive, started: started,
+            http10: head.version == .http1_0))
+        runAsync(handler, HTTPRequest(head: head, parameters: parameters, bodyStream: stream), makeContext(route, parameters), sequence: sequence)
+    }
+
+    /// Body bytes of the `incoming` request; returns true when reading must pause (a streamed
+    /// body's consumer is behind).
+    private func receivedBody(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        guard let current = incoming else { return false }
+        let received = current.received + chunk.count
+        guard received <= current.limit else {
+            fail(with: current.tooLarge, streamError: .tooLarge(limit: current.limit))
+            return false
+        }
+        incoming?.received = received
+        if let stream = current.stream { return stream.append(chunk) }
+        body.append(contentsOf: chunk)
+        return false
+    }
+
+    /// A streamed body's consumer took what was buffered: read on.
+    private func bodyStreamDrained() {
+        guard !closed else { return }
+        resumeParsingIfPossible()
+    }
+
+    /// Forgets the request being read; a streamed body's handler learns why through its stream.
+    private func dropIncoming(_ reason: HTTPRequestBodyError) {
+        incoming.take()?.stream?.fail(reason)
+    }
+
     /// The body of the `incoming` request is complete.
     private func receivedEnd() {
         guard let request = incoming.take() else { return }
         continueState = .notExpected
+        if let stream = request.stream {
+            // Its handler is running already; the slot is in line.
+            stream.finish()
+            if !request.head.keepAlive || quiescing { closing = true }
+            return
+        }
         let requestBody = body
         body = []
         received(request.head, body: requestBody, match: request.match, sequence: request.sequence, started: request.started)
@@ -367,7 +452,10 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
                 enqueue(Slot(
                     sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started,
                     http10: http10))
-                runAsync(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), requestContext, sequence: sequence)
+                let bodyStream: HTTPRequestBodyStream? = route.streamsBody ? .empty() : nil
+                runAsync(
+                    handler, HTTPRequest(head: head, body: requestBody, parameters: parameters, bodyStream: bodyStream), requestContext,
+                    sequence: sequence)
             case .upgrade(let handler):
                 var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
                 if head.isUpgrade {
@@ -468,14 +556,19 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         return .plain(.notFound)
     }
 
-    /// Answers with `response` after what is queued, then closes: parse errors and timeouts.
-    private func fail(with response: HTTPResponse, method: HTTPMethod?) {
+    /// Answers with `response` after what is queued, then closes: parse errors, bodies over
+    /// their limit and timeouts. A streamed body's handler is answering already: its stream
+    /// fails with `streamError` and its own answer is the last.
+    private func fail(with response: HTTPResponse, streamError: HTTPRequestBodyError) {
         guard !closed else { return }
         closing = true
         parsingPaused = false
         pendingInput = []
         connection.pauseReading()
-        if let request = incoming.take() {
+        if let stream = incoming?.stream {
+            incoming = nil
+            stream.fail(streamError)
+        } else if let request = incoming.take() {
             body = []
             slots.append(Slot(
                 sequence: request.sequence, method: request.head.method, route: nil, response: response, keepAlive: false,
@@ -495,6 +588,16 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     private func complete(_ sequence: UInt64, _ response: HTTPResponse) {
         guard !closed, !slots.isEmpty, sequence >= slots[0].sequence else { return }
+        if let current = incoming, current.sequence == sequence {
+            // A streaming handler answered before its body ended: the rest is not read.
+            incoming = nil
+            current.stream?.fail(.abandoned)
+            closing = true
+            continueState = .notExpected
+            parsingPaused = false
+            pendingInput = []
+            connection.pauseReading()
+        }
         let index = Int(sequence - slots[0].sequence)
         guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response, slots[index].stream == nil else {
             return
@@ -565,7 +668,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
             guard method != .head, length != 0 else { return sent(keepAlive: keepAlive) }
             var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
-            slot.stream = OutgoingStream(next: next, remaining: length, chunked: length == nil && !closeDelimited)
+            slot.stream = OutgoingStream(next: next, machine: HTTPResponseStreamStateMachine(length: length, closeDelimited: closeDelimited))
             slots.insert(slot, at: 0)
             pullStreamIfPossible()
             return false
@@ -577,22 +680,12 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     // MARK: - Streamed responses
 
-    /// Asks the stream first in the queue for its next chunk, unless one is on its way or the
-    /// queued output is at the low-water mark (then `connectionDidDrain` asks again).
+    /// Asks the stream first in the queue for its next chunk when its machine says so (room in
+    /// the output queue, no pull in flight); `connectionDidDrain` asks again.
     private func pullStreamIfPossible() {
-        guard !closed, !slots.isEmpty, let stream = slots[0].stream, !stream.pulling,
-              connection.pendingOutboundBytes < HTTPServerConnection.streamLowWater else { return }
-        slots[0].stream?.pulling = true
-        let next = stream.next
-        Task(executorPreference: connection.loop) {
-            let result: Result<[UInt8]?, any Error>
-            do {
-                result = .success(try await next())
-            } catch {
-                result = .failure(error)
-            }
-            self.streamed(result)
-        }
+        guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
+        let action = slots[0].stream!.machine.outputQueued(connection.pendingOutboundBytes, lowWater: HTTPServerConnection.streamLowWater)
+        perform(action)
     }
 
     /// A chunk (or the end, or an error) of the stream first in the queue.
@@ -601,34 +694,42 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             connection.loop.execute { self.streamed(result) }
             return
         }
-        guard !closed, !slots.isEmpty, var stream = slots[0].stream else { return }
-        stream.pulling = false
+        guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
         switch result {
-        case .failure(let error):
-            abortStream("\(error)")
-        case .success(nil):
-            if let remaining = stream.remaining, remaining != 0 {
-                abortStream("stream ended \(remaining) bytes short of its Content-Length")
-                return
+        case .success(let chunk): perform(slots[0].stream!.machine.received(chunk))
+        case .failure(let error): perform(slots[0].stream!.machine.failed(error))
+        }
+    }
+
+    /// Executes what the stream's machine decided.
+    private func perform(_ action: HTTPResponseStreamStateMachine.Action) {
+        switch action {
+        case .wait:
+            return
+        case .pull:
+            let next = slots[0].stream!.next
+            Task(executorPreference: connection.loop) {
+                let result: Result<[UInt8]?, any Error>
+                do {
+                    result = .success(try await next())
+                } catch {
+                    result = .failure(error)
+                }
+                self.streamed(result)
             }
-            if stream.chunked { connection.write(HTTPResponseSerializer.lastChunk) }
+        case .write(let bytes):
+            connection.write(bytes)
+            pullStreamIfPossible()
+        case .finish(let bytes):
+            connection.write(bytes)
             let slot = removeFirstSlot()
             if sent(keepAlive: slot.keepAlive) {
                 writeReadyResponses()
             } else {
                 finishWriting()
             }
-        case .success(let chunk?):
-            if let remaining = stream.remaining {
-                guard chunk.count <= remaining else {
-                    abortStream("stream longer than its Content-Length")
-                    return
-                }
-                stream.remaining = remaining - chunk.count
-            }
-            slots[0].stream = stream
-            connection.write(stream.chunked ? HTTPResponseSerializer.chunk(chunk) : chunk)
-            pullStreamIfPossible()
+        case .abort(let reason):
+            abortStream(reason)
         }
     }
 
@@ -655,7 +756,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         if !keepAlive {
             closing = true
             slots.removeAll()
-            incoming = nil
+            dropIncoming(.abandoned)
             return false
         }
         sendContinueIfNeeded()
@@ -713,7 +814,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
 
     /// Sends `100 Continue` once the request being read is the first without a response.
     private func sendContinueIfNeeded() {
-        guard continueState == .due, slots.isEmpty, !closing, incoming != nil else { return }
+        guard continueState == .due, !closing, let current = incoming, slots.isEmpty || slots[0].sequence == current.sequence else { return }
         continueState = .sent
         connection.write(HTTPResponseSerializer.continueResponse)
     }
@@ -795,7 +896,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             closing = true
             connection.close()
         case .head, .body:
-            fail(with: .plain(.requestTimeout), method: nil)
+            fail(with: .plain(.requestTimeout), streamError: .timedOut)
         case .none:
             break
         }

@@ -26,9 +26,13 @@ public final class Route: Sendable {
     /// requests of its own against the same table: Parse's batch sub-requests find their endpoint
     /// this way (`RouteTable.match(_:)`).
     public let payload: (any Sendable)?
+    /// How the route receives a request body.
+    public let bodyMode: HTTPBodyMode
+    /// The answer to a body over the route's limit (nil: the server's plain 413).
+    public let bodyTooLarge: HTTPResponse?
 
     init(method: HTTPMethod, pattern: String, handler: RouteHandler, index: Int, parameterNames: [String], constant: ConstantResponse?,
-         payload: (any Sendable)?) {
+         payload: (any Sendable)?, bodyMode: HTTPBodyMode = .buffered(), bodyTooLarge: HTTPResponse? = nil) {
         self.method = method
         self.pattern = pattern
         self.handler = handler
@@ -36,6 +40,21 @@ public final class Route: Sendable {
         self.parameterNames = parameterNames
         self.constant = constant
         self.payload = payload
+        self.bodyMode = bodyMode
+        self.bodyTooLarge = bodyTooLarge
+    }
+
+    /// The handler gets the body through `request.bodyStream` as it arrives.
+    var streamsBody: Bool {
+        if case .streamed = bodyMode { return true }
+        return false
+    }
+
+    /// The route's body limit; nil: the server's `maxBodyBytes`.
+    var bodyLimit: Int? {
+        switch bodyMode {
+        case .buffered(let limit), .streamed(let limit): limit
+        }
     }
 }
 
@@ -63,8 +82,11 @@ public final class Router {
 
     /// Registers an async handler (with an optional `payload`, see `Route.payload`).
     @discardableResult
-    public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, use handler: @escaping HTTPHandler) -> Router {
-        register(method, pattern, middlewares: middlewares, payload: payload, handler: handler)
+    public func on(
+        _ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, body: HTTPBodyMode = .buffered(),
+        use handler: @escaping HTTPHandler
+    ) -> Router {
+        register(method, pattern, middlewares: middlewares, payload: payload, body: body, handler: handler)
         return self
     }
 
@@ -129,7 +151,7 @@ public final class Router {
 
     func register(
         _ method: HTTPMethod, _ pattern: String, middlewares: [any HTTPMiddleware], inline: HTTPInlineAttempt? = nil,
-        payload: (any Sendable)? = nil, handler: @escaping HTTPHandler
+        payload: (any Sendable)? = nil, body: HTTPBodyMode = .buffered(), bodyTooLarge: HTTPResponse? = nil, handler: @escaping HTTPHandler
     ) {
         var wrapped = handler
         if !middlewares.isEmpty {
@@ -139,13 +161,16 @@ public final class Router {
             }
         }
         if let inline {
-            register(method, pattern, handler: .inlineFirst(inline, wrapped), payload: payload)
+            register(method, pattern, handler: .inlineFirst(inline, wrapped), payload: payload, body: body, bodyTooLarge: bodyTooLarge)
         } else {
-            register(method, pattern, handler: .async(wrapped), payload: payload)
+            register(method, pattern, handler: .async(wrapped), payload: payload, body: body, bodyTooLarge: bodyTooLarge)
         }
     }
 
-    func register(_ method: HTTPMethod, _ pattern: String, handler: RouteHandler, constant: ConstantResponse? = nil, payload: (any Sendable)? = nil) {
+    func register(
+        _ method: HTTPMethod, _ pattern: String, handler: RouteHandler, constant: ConstantResponse? = nil, payload: (any Sendable)? = nil,
+        body: HTTPBodyMode = .buffered(), bodyTooLarge: HTTPResponse? = nil
+    ) {
         let segments = RoutePattern.segments(of: pattern)
         let canonical = RoutePattern.canonical(segments)
         let shape = "\(method.rawValue) " + segments.map { segment in
@@ -165,7 +190,7 @@ public final class Router {
         }
         routes.append(Route(
             method: method, pattern: canonical, handler: handler, index: routes.count, parameterNames: names, constant: constant,
-            payload: payload))
+            payload: payload, bodyMode: body, bodyTooLarge: bodyTooLarge))
     }
 }
 
@@ -174,20 +199,41 @@ public struct RouterGroup {
     let router: Router
     let prefix: String
     let middlewares: [any HTTPMiddleware]
+    /// The answer to a body over its route's limit for the async routes of this group (nil: plain 413).
+    let bodyTooLarge: HTTPResponse?
+
+    init(router: Router, prefix: String, middlewares: [any HTTPMiddleware], bodyTooLarge: HTTPResponse? = nil) {
+        self.router = router
+        self.prefix = prefix
+        self.middlewares = middlewares
+        self.bodyTooLarge = bodyTooLarge
+    }
 
     /// A copy of this group that also wraps its async routes in `middleware`.
     public func add(middleware: any HTTPMiddleware) -> RouterGroup {
-        RouterGroup(router: router, prefix: prefix, middlewares: middlewares + [middleware])
+        RouterGroup(router: router, prefix: prefix, middlewares: middlewares + [middleware], bodyTooLarge: bodyTooLarge)
     }
 
     /// A nested group.
     public func group(_ prefix: String) -> RouterGroup {
-        RouterGroup(router: router, prefix: RoutePattern.join(self.prefix, prefix), middlewares: middlewares)
+        RouterGroup(router: router, prefix: RoutePattern.join(self.prefix, prefix), middlewares: middlewares, bodyTooLarge: bodyTooLarge)
     }
 
+    /// A copy of this group whose async routes answer a body over their limit with `response`
+    /// (413 in the API's own error format) instead of the server's plain 413.
+    public func answeringBodyTooLarge(with response: HTTPResponse) -> RouterGroup {
+        RouterGroup(router: router, prefix: prefix, middlewares: middlewares, bodyTooLarge: response)
+    }
+
+    /// An async route; `body` says how it receives a request body (buffered up to a limit, or streamed).
     @discardableResult
-    public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, use handler: @escaping HTTPHandler) -> RouterGroup {
-        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, payload: payload, handler: handler)
+    public func on(
+        _ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, body: HTTPBodyMode = .buffered(),
+        use handler: @escaping HTTPHandler
+    ) -> RouterGroup {
+        router.register(
+            method, RoutePattern.join(prefix, pattern), middlewares: middlewares, payload: payload, body: body, bodyTooLarge: bodyTooLarge,
+            handler: handler)
         return self
     }
 
@@ -195,7 +241,9 @@ public struct RouterGroup {
     @discardableResult
     public func on(_ method: HTTPMethod, _ pattern: String, payload: (any Sendable)? = nil, inline: @escaping HTTPInlineAttempt,
                    else handler: @escaping HTTPHandler) -> RouterGroup {
-        router.register(method, RoutePattern.join(prefix, pattern), middlewares: middlewares, inline: inline, payload: payload, handler: handler)
+        router.register(
+            method, RoutePattern.join(prefix, pattern), middlewares: middlewares, inline: inline, payload: payload, bodyTooLarge: bodyTooLarge,
+            handler: handler)
         return self
     }
 

@@ -209,6 +209,98 @@ extension ParseAPI {
         return response
     }
 
+    /// Runs a find or get with the class's beforeFind (its error rejects the read with 141) and
+    /// afterFind (it sees the objects and its `success` array replaces them; its error fails the
+    /// read with 141), as Parse Server's query triggers.
+    func runWithFindTriggers(_ endpoint: ParseEndpoint, _ read: ParseRead, _ request: ParseRequest, cloud: CloudCode) async throws -> ParseResponse {
+        let className = read.className ?? request.parameter("className")
+        let table = try await cloud.hooks.table()
+        let before = table.url(of: .beforeFind, on: className)
+        let after = table.url(of: .afterFind, on: className)
+        guard before != nil || after != nil else { return try await endpoint.handler(self, request) }
+        var base = try await cloudRequestBase(request)
+        base["query"] = .object(Self.queryJSON(request, className: className, id: read.operation == .get ? request.parameter("id") : nil))
+        base["count"] = .bool(request.value("count").map { $0 == "1" || $0 == "true" } ?? false)
+        base["isGet"] = .bool(read.operation == .get)
+        if let before {
+            var body = base
+            body["triggerName"] = "beforeFind"
+            _ = try await cloud.caller.call(before, body: body)
+        }
+        let response = try await endpoint.handler(self, request)
+        guard let after, case .object(var answer)? = try? JSONParser().parse(response.body) else { return response }
+        let objects: [JSONValue] = read.operation == .get ? [.object(answer)] : (answer["results"]?.array ?? [])
+        var body = base
+        body["triggerName"] = "afterFind"
+        body["objects"] = .array(objects.map { object in
+            guard case .object(var fields) = object else { return object }
+            fields["className"] = .string(className)
+            return .object(fields)
+        })
+        let result = try await cloud.caller.call(after, body: body)
+        guard case .array(let rewritten) = result else { return response }
+        let cleaned: [JSONValue] = rewritten.map { object in
+            guard case .object(var fields) = object else { return object }
+            fields.removeValue(forKey: "className")
+            fields.removeValue(forKey: "__type")
+            return .object(fields)
+        }
+        if read.operation == .get {
+            guard case .object(let object)? = cleaned.first else { throw ParseError.objectNotFound }
+            return ParseResponse(status: response.status, json: .object(object), headers: response.headers)
+        }
+        answer["results"] = .array(cleaned)
+        return ParseResponse(status: response.status, json: .object(answer), headers: response.headers)
+    }
+
+    /// The query as Parse's `Parse.Query.toJSON` shows it to a trigger: `where` (a get adds its
+    /// `objectId`), `limit`, `skip`, `order`, `keys`, `include`, with `className`.
+    static func queryJSON(_ request: ParseRequest, className: String, id: String?) -> JSONObject {
+        var query: JSONObject = ["className": .string(className)]
+        var condition = JSONObject()
+        if request.bodyIsQuery, case .object(let parsed)? = request.object["where"] {
+            condition = parsed
+        } else if let text = request.value("where"), case .object(let parsed)? = try? JSONParser().parse(text) {
+            condition = parsed
+        }
+        if let id { condition["objectId"] = .string(id) }
+        query["where"] = .object(condition)
+        for name in ["limit", "skip"] {
+            if let text = request.value(name), let number = Int64(text) { query[name] = .int(number) }
+        }
+        for name in ["order", "keys", "include"] {
+            if let text = request.value(name) { query[name] = .string(text) }
+        }
+        return query
+    }
+
+    /// beforeLogin: the webhook sees the user whose password was just verified (`object`); its
+    /// error fails the login with 141, before any session exists.
+    func runBeforeLogin(_ url: String, userId: String, _ request: ParseRequest) async throws(ParseError) {
+        do {
+            var body = try await cloudRequestBase(request)
+            body["triggerName"] = "beforeLogin"
+            if let user = try await storedObject(className: ClassName.user, id: userId, request) { body["object"] = .object(user) }
+            _ = try await cloudCode().caller.call(url, body: body)
+        } catch {
+            throw ParseError(ParseFailure(error))
+        }
+    }
+
+    /// afterLogin: queued once the session exists, with the user as `object` and `user`.
+    func queueAfterLogin(_ url: String, user: [UInt8], _ request: ParseRequest) async throws {
+        guard case .object(var object)? = try? JSONParser().parse(user) else { return }
+        object.removeValue(forKey: "sessionToken")
+        object["className"] = .string(ClassName.user)
+        var body = try await cloudRequestBase(request)
+        body["triggerName"] = "afterLogin"
+        body["object"] = .object(object)
+        body["user"] = .object(object)
+        let statement = DeliveryStore.enqueueTrigger(url: url, body: body)
+        _ = try await request.db.query(statement.sql, statement.params)
+        cloud?.worker.wake()
+    }
+
     /// The members every webhook request carries: `master`, `user` (with a session),
     /// `installationId`, `headers` (lower-cased names), `ip`, `context`.
     func cloudRequestBase(_ request: ParseRequest) async throws -> JSONObject {

@@ -49,7 +49,7 @@ public final class ParseAPI: Sendable {
 
     /// Registers every endpoint under `configuration.mountPath` on `router`, once.
     public func register(on router: Router) {
-        let group = router.group(configuration.mountPath)
+        let group = router.group(configuration.mountPath).answeringBodyTooLarge(with: Self.bodyTooLarge)
         registerEndpoints(on: group)
         // Anything else under the mount: the `_method` form of another route (an SDK's POST), or
         // a 404 in Parse's format.
@@ -111,6 +111,9 @@ public final class ParseAPI: Sendable {
         if let cloud, let write = endpoint.write {
             return try await runWithTriggers(endpoint, write, request, cloud: cloud)
         }
+        if let cloud, let read = endpoint.read {
+            return try await runWithFindTriggers(endpoint, read, request, cloud: cloud)
+        }
         return try await endpoint.handler(self, request)
     }
 
@@ -163,6 +166,11 @@ public final class ParseAPI: Sendable {
               let auth = authorizer.authorizeFromMemory(request.head.headers, readsSession: true),
               let query = try? ParseQuery.fromRequest(className: className, parameters: request.head.queryParameters),
               !query.count else { return false }
+        // Classes with find triggers take the full path (and so does every class until this
+        // node holds a trusted snapshot of the hooks).
+        if let cloud {
+            guard let table = cloud.hooks.cachedTable(), !table.hasFindTriggers(on: className) else { return false }
+        }
         // The completion keeps the class name for the error log, not the request.
         return queries.find(query, auth: auth, on: accounts.database) { [self] result in
             switch result {
@@ -194,6 +202,11 @@ public final class ParseAPI: Sendable {
         for (name, value) in corsHeaders { headers.add(name, value) }
         return headers
     }()
+
+    /// A body over the limit: what Parse Server answers (Express's body parser fails with 413
+    /// "request entity too large", which its error handler writes as `{"error": message}`, no code).
+    static let bodyTooLarge = HTTPResponse(
+        status: .contentTooLarge, headers: baseHeaders, body: Array(#"{"error":"request entity too large"}"#.utf8))
 
     /// `baseHeaders` plus the preflight's, for `OPTIONS`.
     static let optionsHeaders: HTTPHeaders = {

@@ -19,13 +19,15 @@ public struct ParseConfiguration: Sendable {
     public var regexLimit: RegexStatementLimit
     /// Failed logins per account and per client address (`--login-*`).
     public var loginThrottle: LoginThrottle
+    /// The pages mailed links lead to (verification, password reset).
+    public var pages: AccountPages
     /// The Parse push API (`POST /push`); nil: it answers 115 `Missing push configuration`.
     public var push: ParsePushSettings?
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
                 maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
                 regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
-                push: ParsePushSettings? = nil) {
+                pages: AccountPages = AccountPages(), push: ParsePushSettings? = nil) {
         self.applicationID = applicationID
         self.masterKey = masterKey.flatMap { $0.isEmpty ? nil : $0 }
         self.restAPIKey = restAPIKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -36,6 +38,7 @@ public struct ParseConfiguration: Sendable {
         self.serverURL = serverURL
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle
+        self.pages = pages
         self.push = push
     }
 }

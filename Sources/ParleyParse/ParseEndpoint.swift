@@ -12,11 +12,20 @@ struct ParseEndpoint: Sendable {
 
     /// The object write it makes, for Cloud Code triggers (nil: none).
     var write: ParseWrite?
+    /// The read it makes, for Cloud Code's beforeFind/afterFind (nil: none).
+    var read: ParseRead?
 
     init(readsSession: Bool = true, requiresMaster: Bool = false, _ handler: @escaping Handler) {
         self.handler = handler
         self.readsSession = readsSession
         self.requiresMaster = requiresMaster
+    }
+
+    /// This endpoint, declared as reading objects of `className` (nil: the route's `:className`).
+    func reading(_ operation: ParseRead.Operation, _ className: String? = nil) -> ParseEndpoint {
+        var endpoint = self
+        endpoint.read = ParseRead(operation: operation, className: className)
+        return endpoint
     }
 
     /// This endpoint, declared as making `write`.
@@ -33,5 +42,12 @@ struct ParseWrite: Sendable {
     let operation: Operation
     /// The class, or nil when the route's `:className` names it. An update or delete names the
     /// object with the route's `:id`.
+    let className: String?
+}
+
+/// The object read an endpoint makes: a find, or a get of the route's `:id`.
+struct ParseRead: Sendable {
+    enum Operation: Sendable { case find, get }
+    let operation: Operation
     let className: String?
 }

@@ -16,9 +16,9 @@ extension ParseAPI {
         // Users.
         route(.post, "/users", on: group, ParseEndpoint { api, q in try await api.signUp(q) }.writing(.create, ClassName.user))
         route(.get, "/users", on: group, inline: { [self] request, respond in answerFind(request, className: ClassName.user, respond: respond) },
-              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) })
+              ParseEndpoint { api, q in try await api.find(q, className: ClassName.user) }.reading(.find, ClassName.user))
         route(.get, "/users/me", on: group, inline: meInline, ParseEndpoint { api, q in try await api.me(q) })
-        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) })
+        route(.get, "/users/:id", on: group, ParseEndpoint { api, q in try await api.getUser(q, id: q.parameter("id")) }.reading(.get, ClassName.user))
         route(.put, "/users/:id", on: group, ParseEndpoint { api, q in try await api.updateUser(q, id: q.parameter("id")) }.writing(.update, ClassName.user))
         route(.delete, "/users/:id", on: group, ParseEndpoint { api, q in try await api.deleteUser(q, id: q.parameter("id")) }.writing(.delete, ClassName.user))
         route(.get, "/login", on: group, ParseEndpoint(readsSession: false) { api, q in try await api.logIn(q) })
@@ -37,21 +37,23 @@ extension ParseAPI {
         route(.delete, "/installations/:id", on: group, ParseEndpoint { api, q in try await api.deleteInstallation(q, id: q.parameter("id")) })
         // Roles (the same as /classes/_Role).
         route(.post, "/roles", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: ClassName.role) }.writing(.create, ClassName.role))
-        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) })
-        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) })
+        route(.get, "/roles", on: group, ParseEndpoint { api, q in try await api.findObjects(q, className: ClassName.role) }.reading(.find, ClassName.role))
+        route(.get, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.getObject(q, className: ClassName.role, id: q.parameter("id")) }.reading(.get, ClassName.role))
         route(.put, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.updateObject(q, className: ClassName.role, id: q.parameter("id")) }.writing(.update, ClassName.role))
         route(.delete, "/roles/:id", on: group, ParseEndpoint { api, q in try await api.deleteObject(q, className: ClassName.role, id: q.parameter("id")) }.writing(.delete, ClassName.role))
         // Classes (system classes go to their own endpoints).
         route(.post, "/classes/:className", on: group, ParseEndpoint { api, q in try await api.createObject(q, className: q.parameter("className")) }.writing(.create))
         route(.get, "/classes/:className", on: group,
               inline: { [self] request, respond in answerFind(request, className: request.parameters["className"] ?? "", respond: respond) },
-              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) })
+              ParseEndpoint { api, q in try await api.findObjects(q, className: q.parameter("className")) }.reading(.find))
         route(.get, "/classes/:className/:id", on: group,
-              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) })
+              ParseEndpoint { api, q in try await api.getObject(q, className: q.parameter("className"), id: q.parameter("id")) }.reading(.get))
         route(.put, "/classes/:className/:id", on: group,
               ParseEndpoint { api, q in try await api.updateObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.update))
         route(.delete, "/classes/:className/:id", on: group,
               ParseEndpoint { api, q in try await api.deleteObject(q, className: q.parameter("className"), id: q.parameter("id")) }.writing(.delete))
+        // Email verification and password reset, and their pages.
+        registerAccountEmails(on: group)
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
         // Config.
@@ -80,6 +82,7 @@ extension ParseAPI {
     func signUp(_ request: ParseRequest) async throws -> ParseResponse {
         let result = try await accounts.users.signUp(body: request.object, auth: request.auth, on: request.db)
         let location = [("Location", "\(request.baseURL)/users/\(result.objectId)")]
+        if result.needsVerification { await sendVerification(userId: result.objectId, logger: logger) }
         // authData of an existing user logs it in: 200 with the user, as Parse Server.
         if let user = result.loggedIn { return ParseResponse(status: .ok, body: user, headers: location) }
         return ParseResponse(status: .created, json: .object(result.json), headers: location)
@@ -100,9 +103,15 @@ extension ParseAPI {
         }
         let attempt = try configuration.loginThrottle.begin(account: username ?? email, address: request.clientAddress)
         do {
+            let table = try await cloud?.hooks.table()
+            var before: (@Sendable (String) async throws(ParseError) -> Void)?
+            if let url = table?.url(of: .beforeLogin, on: ClassName.user) {
+                before = { [self] (userId: String) async throws(ParseError) -> Void in try await runBeforeLogin(url, userId: userId, request) }
+            }
             let user = try await accounts.users.logIn(username: username, email: email, password: password,
-                                                      installationId: request.auth.installationId, on: request.db)
+                                                      installationId: request.auth.installationId, beforeSession: before, on: request.db)
             configuration.loginThrottle.succeeded(attempt)
+            if let url = table?.url(of: .afterLogin, on: ClassName.user) { try await queueAfterLogin(url, user: user, request) }
             return .ok(user)
         } catch let error as ParseError where error.code == ParseError.invalidLogin.code {
             throw error
@@ -132,7 +141,9 @@ extension ParseAPI {
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db)
+        if accounts.configuration.verifyUserEmails, request.object["email"]?.string != nil { await sendVerification(userId: id, logger: logger) }
+        return .ok(answer)
     }
 
     func deleteUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {

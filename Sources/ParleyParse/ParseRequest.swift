@@ -66,7 +66,7 @@ struct ParseRequest: Sendable {
         var parameters: [(name: String, value: JSONValue)] = bodyIsQuery
             ? object.map { ($0.key, $0.value) }
             : query.map { ($0.name, .string($0.value)) }
-        if onlyShape { parameters = parameters.filter { ["keys", "include", "excludeKeys", "includeAll"].contains($0.name) } }
+        if onlyShape { parameters = parameters.filter { ["keys", "include", "excludeKeys"].contains($0.name) } }
         do {
             return try ParseQuery.fetchShape(parameters: parameters)
         } catch {

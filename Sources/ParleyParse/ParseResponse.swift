@@ -97,6 +97,15 @@ enum ParseErrorMapping {
 }
 
 extension ParseError {
+    /// The Parse error of a failure (the HTTP-level refusals as their batch codes).
+    init(_ failure: ParseFailure) {
+        switch failure {
+        case .parse(let error): self = error
+        case .unauthorized, .masterKeyRequired: self = .operationForbidden("unauthorized")
+        case .noRoute(let method, let path): self = .invalidJSON("cannot route \(method) \(path)")
+        }
+    }
+
     /// A Cloud Code failure as Parse words it (141 script failed, 143 webhook error).
     init(_ error: CloudError) {
         switch error.code {

@@ -2,6 +2,7 @@ import ParleyAccounts
 import ParleyHTTP
 import ParleyIdentity
 import ParleyMail
+import ParleyParse
 import ParleyPostgres
 
 /// Options of logins with authData (docs/identity.md), mail and the password policy.
@@ -51,8 +52,34 @@ extension ServerConfig {
         ConfigOption("password-max-age", env: "PARLEY_PASSWORD_MAX_AGE", default: "0", "A password older than this must be reset before logging in again (0 = no limit)."),
         ConfigOption("password-history", env: "PARLEY_PASSWORD_HISTORY", default: "0", "A new password may not be one of the last N (0-20; 0 = no check)."),
         ConfigOption("password-reset-token-validity", env: "PARLEY_PASSWORD_RESET_TOKEN_VALIDITY", default: "0", "How long a password-reset link works (0 = until used)."),
-        ConfigOption("password-reset-token-reuse", env: "PARLEY_PASSWORD_RESET_TOKEN_REUSE", default: "false", "A new reset request while a link is valid mails the same link (needs a validity)."),
+        ConfigOption("password-reset-token-reuse", env: "PARLEY_PASSWORD_RESET_TOKEN_REUSE", default: "false",
+                     "A new reset request while a link is valid leaves the earlier links working (needs a validity)."),
+        ConfigOption("verify-user-emails", env: "PARLEY_VERIFY_USER_EMAILS", default: "false",
+                     "New and changed emails start with emailVerified false and get a verification mail (Parse's verifyUserEmails; needs --public-url)."),
+        ConfigOption("prevent-login-with-unverified-email", env: "PARLEY_PREVENT_LOGIN_WITH_UNVERIFIED_EMAIL", default: "false",
+                     "With --verify-user-emails: users with an unverified email cannot log in (205) and sign up without a session."),
+        ConfigOption("email-verify-token-validity", env: "PARLEY_EMAIL_VERIFY_TOKEN_VALIDITY", default: "0", "How long a verification link works (0 = until used)."),
+        ConfigOption("account-mails-per-hour", env: "PARLEY_ACCOUNT_MAILS_PER_HOUR", default: "5",
+                     "Verification or reset mails sent to one user per hour; further requests are answered as usual and mail nothing."),
+        ConfigOption("page-template-dir", env: "PARLEY_PAGE_TEMPLATE_DIR", default: "",
+                     "Directory of account page templates overriding the built-in ones: choose_password.html, password_reset_success.html, verify_email_success.html, invalid_link.html."),
     ]
+
+    /// The account pages: the built-in templates, overridden by the files of `--page-template-dir`.
+    static func accountPages(_ values: ConfigValues, appName: String) throws(ConfigError) -> AccountPages {
+        var texts: [String?] = Array(repeating: nil, count: AccountPages.fileNames.count)
+        if let directory = values.optionalString("page-template-dir") {
+            for (index, name) in AccountPages.fileNames.enumerated() {
+                do {
+                    texts[index] = String(decoding: try LocalFiles.read(directory + "/" + name, limit: MailTemplates.maxFileBytes), as: UTF8.self)
+                } catch {
+                    if error.errno == 2 { continue }
+                    throw .invalidValue(option: values.origin("page-template-dir"), value: directory, expected: "a readable directory (\(error))")
+                }
+            }
+        }
+        return AccountPages(appName: appName, choosePassword: texts[0], passwordResetSuccess: texts[1], verifyEmailSuccess: texts[2], invalidLink: texts[3])
+    }
 
     /// An `https://` (or `http://`) URL of a login provider.
     static func providerURL(_ values: ConfigValues, _ key: String, _ text: String? = nil) throws(ConfigError) -> HTTPClientURL {

@@ -59,6 +59,8 @@ public struct ServerConfig: Sendable {
     public var calls: CallConfiguration
     /// Users, sessions and password hashing (the `session-*`, `lockout-*`, `password-*` options).
     public var accounts: AccountsConfiguration
+    /// The account pages mailed links lead to (`--page-template-dir`).
+    public var pages: AccountPages
     /// Push delivery (`--push-*` options).
     public var push: PushConfiguration
     /// The app's name (mails, account pages).
@@ -223,6 +225,7 @@ public struct ServerConfig: Sendable {
         let lifetime = try values.duration("session-lifetime")
         let cacheTTL = try values.duration("session-cache-ttl")
         let lockout = try values.duration("lockout-duration")
+        let verifyValidity = try values.duration("email-verify-token-validity")
         accounts = AccountsConfiguration(
             sessionLifetimeSeconds: max(1, lifetime.components.seconds),
             lockoutThreshold: try values.int("lockout-threshold", in: 0...1_000_000),
@@ -231,7 +234,15 @@ public struct ServerConfig: Sendable {
             passwordMemoryLimit: try values.int("password-mem-limit", in: 8192...(4 << 30)),
             passwordHashQueue: try values.int("password-hash-queue", in: 1...100_000),
             sessionCacheTTLSeconds: cacheTTL.components.seconds,
-            passwordPolicy: try Self.passwordPolicy(values))
+            passwordPolicy: try Self.passwordPolicy(values),
+            verifyUserEmails: try values.bool("verify-user-emails"),
+            preventLoginWithUnverifiedEmail: try values.bool("prevent-login-with-unverified-email"),
+            emailVerifyTokenValidity: verifyValidity > .zero ? verifyValidity : nil,
+            accountMailsPerHour: try values.int("account-mails-per-hour", in: 1...1000))
+        pages = try Self.accountPages(values, appName: appName)
+        if accounts.verifyUserEmails && publicURL == nil {
+            throw .invalidValue(option: values.origin("verify-user-emails"), value: "true", expected: "false unless --public-url is set (the links in the mails)")
+        }
         guard mountPath.hasPrefix("/") else {
             throw .invalidValue(option: values.origin("mount-path"), value: mountPath, expected: "a path starting with /")
         }

@@ -75,8 +75,11 @@ public final class ServerRuntime: Sendable {
         push = PushService(database: database, group: group, configuration: config.push, blockingPool: blockingPool,
                            metrics: metrics.registry, logger: Logger(label: "push"))
         identity = AuthProviders(configuration: config.identity, group: group, blockingPool: blockingPool, logger: Logger(label: "identity"))
+        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
+                           metrics: metrics.registry, logger: Logger(label: "mail"))
         accounts = Accounts(database: database, blockingPool: blockingPool, configuration: config.accounts,
-                            authData: IdentityAuthDataVerifier(providers: identity, logger: Logger(label: "identity")), logger: Logger(label: "accounts"))
+                            authData: IdentityAuthDataVerifier(providers: identity, logger: Logger(label: "identity")),
+                            mailer: MailAccountMailer(mail: mail), logger: Logger(label: "accounts"))
         realtime = RealtimeService(database: database, group: group, configuration: config.realtime,
                                    authenticator: AccountsRealtimeAuthenticator(accounts: accounts), observer: push,
                                    metrics: metrics.registry, logger: Logger(label: "realtime"))
@@ -87,8 +90,6 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
-        mail = MailService(database: database, group: group, configuration: config.mail, blockingPool: blockingPool,
-                           metrics: metrics.registry, logger: Logger(label: "mail"))
         cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, logger: Logger(label: "cloud"))
         let push = self.push
         parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
@@ -98,7 +99,7 @@ public final class ServerRuntime: Sendable {
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
                                                                                 window: config.loginFailureWindow),
-                                                   push: ParsePushSettings(queued: { push.worker.wake() })),
+                                                   pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() })),
                          accounts: accounts, cloud: cloud, logger: Logger(label: "parse"))
         parse.register(on: router)
         // Revoked sessions and banned or deleted users lose their live sockets at once (4006).

@@ -95,4 +95,37 @@ final class SMTPClientTests: XCTestCase {
         // Implicit TLS to a plain server: the handshake fails, nothing is sent in clear.
         guard case .tls? = implicitTLS else { return XCTFail("\(String(describing: implicitTLS))") }
     }
+
+    func testSTARTTLSAndImplicitTLSVerifyTheServerAndCarryCredentials() async throws {
+        let authority = try TestCertificateAuthority()
+        let leaf = try authority.issue(name: "localhost")
+        let secure = try SMTPStandIn(tls: leaf)
+        defer { secure.stop() }
+        try secure.configure(["auth": ["mailer": "s3cret"]])
+        let credentials = SMTPCredentials(username: "mailer", password: "s3cret")
+        func tlsClient(_ security: SMTPSecurity, port: Int, caFile: String? = authority.caCertificate) -> SMTPClient {
+            SMTPClient(group: group, configuration: .init(host: "localhost", port: port, security: security, credentials: credentials,
+                                                          heloName: "parley.test", connectTimeout: .seconds(2), commandTimeout: .seconds(5),
+                                                          deliveryTimeout: .seconds(10), tlsCAFile: caFile))
+        }
+        // STARTTLS: credentials go only over the upgraded connection, no insecure allowance needed.
+        let upgraded = try await tlsClient(.startTLS, port: secure.smtpPort).deliver(try message(text: "via starttls"), from: "app@example.com", to: "user@example.org")
+        XCTAssertEqual(upgraded.code, 250)
+        let implicit = try await tlsClient(.tls, port: try XCTUnwrap(secure.smtpsPort)).deliver(try message(text: "via smtps"), from: "app@example.com", to: "user@example.org")
+        XCTAssertEqual(implicit.code, 250)
+        XCTAssertEqual(try secure.messagesOverTLS(), [true, true])
+        XCTAssertTrue(try secure.messages().last?.data.contains("via smtps") == true)
+        // The system store does not trust the test CA: refused before any credential is sent.
+        let untrusted = try await failure(tlsClient(.startTLS, port: secure.smtpPort, caFile: nil), "untrusted certificate")
+        guard case .tls(.verificationFailed)? = untrusted else { return XCTFail("\(String(describing: untrusted))") }
+        let untrustedImplicit = try await failure(tlsClient(.tls, port: try XCTUnwrap(secure.smtpsPort), caFile: nil), "untrusted certificate")
+        guard case .tls(.verificationFailed)? = untrustedImplicit else { return XCTFail("\(String(describing: untrustedImplicit))") }
+        // A server that does not offer STARTTLS (the plain stand-in) is never used in clear.
+        let plain = try await failure(SMTPClient(group: group, configuration: .init(host: "localhost", port: smtp.smtpPort, security: .startTLS,
+                                                                                    credentials: credentials, tlsCAFile: authority.caCertificate)),
+                                      "no STARTTLS offered")
+        XCTAssertEqual(plain, .startTLSNotOffered)
+        XCTAssertEqual(try secure.messages().count, 2)
+        XCTAssertEqual(try smtp.messages().count, 0)
+    }
 }

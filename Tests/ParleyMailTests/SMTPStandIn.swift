@@ -5,10 +5,14 @@ import ParleyTestSupport
 final class SMTPStandIn: @unchecked Sendable {
     let server: PythonStandIn
     let smtpPort: Int
+    /// The implicit-TLS port when started with a certificate (the SMTP port then offers STARTTLS).
+    let smtpsPort: Int?
 
-    init() throws {
-        server = try PythonStandIn(script: "smtp_standin.py")
-        smtpPort = try server.call("GET", "/control/state")["smtp_port"] as! Int
+    init(tls: (certificate: String, key: String)? = nil) throws {
+        server = try PythonStandIn(script: "smtp_standin.py", arguments: tls.map { ["--tls", $0.certificate, $0.key] } ?? [])
+        let state = try server.call("GET", "/control/state")
+        smtpPort = state["smtp_port"] as! Int
+        smtpsPort = state["smtps_port"] as? Int
     }
 
     func stop() { server.stop() }
@@ -21,6 +25,12 @@ final class SMTPStandIn: @unchecked Sendable {
     func messages() throws -> [(from: String, to: [String], data: String)] {
         let list = try server.call("GET", "/control/state")["messages"] as? [[String: Any]] ?? []
         return list.map { ($0["from"] as? String ?? "", $0["to"] as? [String] ?? [], $0["data"] as? String ?? "") }
+    }
+
+    /// For each message received, whether it came over TLS.
+    func messagesOverTLS() throws -> [Bool] {
+        let list = try server.call("GET", "/control/state")["messages"] as? [[String: Any]] ?? []
+        return list.map { $0["tls"] as? Bool ?? false }
     }
 
     func sessions() throws -> Int { try server.call("GET", "/control/state")["sessions"] as? Int ?? 0 }

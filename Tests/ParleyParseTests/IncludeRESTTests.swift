@@ -139,6 +139,7 @@ final class IncludeRESTTests: XCTestCase {
             return (h.database.stats.statementsSent - before, rows)
         }
         _ = try statements(["limit": "100"])
+        _ = try statements(["limit": "100", "include": "writer,reviewer"])  // learns Writer's (no) Relation fields
         let (plain, plainRows) = try statements(["limit": "100"])
         let (included, rows) = try statements(["limit": "100", "include": "writer,reviewer"])
         XCTAssertEqual(plainRows.count, 40)

@@ -58,6 +58,15 @@ final class RelationRESTTests: XCTestCase {
                                  token: alice.token)
         XCTAssertEqual(counted["count"] as? Int, 2, "\(counted.json ?? "")")
 
+        // Every object of the class answers its Relation fields, as Parse Server on PostgreSQL.
+        let plain = try create("Game", ["name": "plain"], token: alice.token)
+        let relation: [String: String] = ["__type": "Relation", "className": "Score"]
+        XCTAssertEqual(try h.call("GET", "/parse/classes/Game/\(plain)", token: bob.token)["scores"] as? [String: String], relation)
+        let found = try h.call("GET", "/parse/classes/Game" + query(["where": jsonText(["objectId": plain])]), token: bob.token)
+        XCTAssertEqual((found["results"] as? [[String: Any]])?.first?["scores"] as? [String: String], relation, "\(found.json ?? "")")
+        let selected = try h.call("GET", "/parse/classes/Game" + query(["where": jsonText(["objectId": plain]), "keys": "name"]), token: bob.token)
+        XCTAssertNil((selected["results"] as? [[String: Any]])?.first?["scores"], "keys leaves it out")
+
         // Querying owners by a relation: games whose `scores` holds scores[2].
         let other = try create("Game", ["name": "other", "ACL": owned, "scores": ["__op": "AddRelation", "objects": [pointer("Score", scores[3])]]], token: alice.token)
         let byRelation = "/parse/classes/Game" + query(["where": jsonText(["scores": pointer("Score", scores[2])])])

@@ -1,4 +1,6 @@
 import Foundation
+import ParleyNet
+import ParleyTestSupport
 import XCTest
 @testable import ParleyWebSocket
 
@@ -12,6 +14,17 @@ final class AutobahnTests: XCTestCase {
     static let acceptedCloseBehaviors: Set<String> = ["OK", "INFORMATIONAL"]
 
     func testAutobahnConformance() throws {
+        try runAutobahn(tls: false)
+    }
+
+    /// The same cases over WSS: kosoku speaks plain TCP to a relay (`tls_relay.py`) that opens
+    /// a verified TLS connection to the echo server's TLS listener, so every frame crosses
+    /// Parley's TLS layer both ways.
+    func testAutobahnConformanceOverTLS() throws {
+        try runAutobahn(tls: true)
+    }
+
+    private func runAutobahn(tls: Bool) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let kosoku = try Self.kosoku(root: root)
 
@@ -19,13 +32,23 @@ final class AutobahnTests: XCTestCase {
         let configuration = WebSocketHandler.Configuration(
             limits: .init(maxFrameSize: 20 << 20, maxMessageSize: 20 << 20),
             maxPendingOutboundBytes: 64 << 20)
-        let server = try EchoServer(configuration: configuration, maxOutboundBytes: 64 << 20)
+        var authority: TestCertificateAuthority?
+        var context: TLSServerContext?
+        if tls {
+            let made = try TestCertificateAuthority()
+            let leaf = try made.issue(name: "echo.parley.test")
+            context = try TLSServerContext(certificates: [.init(chainFile: leaf.certificate, keyFile: leaf.key)])
+            authority = made
+        }
+        let server = try EchoServer(configuration: configuration, maxOutboundBytes: 64 << 20, tls: context)
         defer { server.shutdown() }
+        let relay = try authority.map { try PythonStandIn(script: "tls_relay.py", arguments: ["\(server.port)", "echo.parley.test", $0.caCertificate]) }
+        defer { relay?.stop() }
 
-        let reports = root.appendingPathComponent(".build/autobahn-reports")
+        let reports = root.appendingPathComponent(tls ? ".build/autobahn-reports-tls" : ".build/autobahn-reports")
         try? FileManager.default.removeItem(at: reports)
         let selection = ProcessInfo.processInfo.environment["PARLEY_AUTOBAHN_CASES"].map { $0.split(separator: ",").map(String.init) } ?? Self.sections
-        var arguments = ["127.0.0.1:\(server.port)", "-o", reports.path]
+        var arguments = ["127.0.0.1:\(relay?.port ?? server.port)", "-o", reports.path]
         for glob in selection { arguments += ["-i", glob] }
         arguments += ["-x", "12.*", "-x", "13.*"]
 
@@ -49,7 +72,7 @@ final class AutobahnTests: XCTestCase {
                 }
             }
         }
-        print("Autobahn: \(total) cases, \(counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); reports in \(reports.path)")
+        print("Autobahn\(tls ? " over TLS" : ""): \(total) cases, \(counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); reports in \(reports.path)")
         if ProcessInfo.processInfo.environment["PARLEY_AUTOBAHN_CASES"] == nil {
             XCTAssertGreaterThan(total, 290, "sections 1–7, 9, 10 hold about 300 cases")
         } else {

@@ -97,11 +97,15 @@ final class EchoServer {
     init(
         threads: Int = 1, handshake: WebSocketHandshake = WebSocketHandshake(),
         configuration: WebSocketHandler.Configuration = WebSocketHandler.Configuration(), maxOutboundBytes: Int = 4 << 20,
+        slowReaderTimeout: Duration = .seconds(30),
+        tls: TLSServerContext? = nil,
         makeDelegate: @escaping @Sendable (CloseLog) -> any WebSocketDelegate = { EchoDelegate(closes: $0) }
     ) throws {
         group = try EventLoopGroup(threads: threads)
         var options = TCPServer.Options(host: "127.0.0.1", port: 0)
         options.maxOutboundBytes = maxOutboundBytes
+        options.slowReaderTimeout = slowReaderTimeout
+        options.tls = tls
         let closes = self.closes
         server = TCPServer(group: group, options: options) { _ in
             MinimalUpgradeHandler(handshake: handshake, configuration: configuration) { makeDelegate(closes) }

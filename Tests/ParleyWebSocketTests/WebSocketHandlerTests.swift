@@ -220,6 +220,33 @@ final class WebSocketHandlerTests: XCTestCase {
         XCTAssertLessThanOrEqual(result.maxPending, bound)
     }
 
+    func testPeerThatPingsButNeverReadsIsDroppedAtTheSlowReaderDeadline() throws {
+        // Bounds well above what is queued, so only the slow-reader deadline can close it.
+        let server = try EchoServer(
+            configuration: .init(limits: .init(maxFrameSize: 1 << 20, maxMessageSize: 1 << 20), maxPendingOutboundBytes: 64 << 20),
+            maxOutboundBytes: 64 << 20, slowReaderTimeout: .seconds(1))
+        defer { server.shutdown() }
+        let client = try TestWebSocketClient(port: server.port, receiveBuffer: 4096)
+        try client.upgrade()
+        // 8 MiB of echoes it never reads: more than the kernel's socket buffers hold.
+        let message = [UInt8](repeating: 0x42, count: 512 << 10)
+        for _ in 0..<16 { try client.send(.binary, message) }
+        let started = Date()
+        // Pings every 100 ms (the server queues a pong for each): they do not keep it alive.
+        var closes: [(WebSocketCloseCode, String)] = []
+        while Date().timeIntervalSince(started) < 6 {
+            closes = server.closes.all
+            if !closes.isEmpty { break }
+            try? client.send(.ping, Array("are you there".utf8))
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(closes.first?.0, .abnormalClosure, "\(closes)")
+        XCTAssertNotEqual(closes.first?.1, "outbound buffer full")
+        XCTAssertGreaterThan(elapsed, 0.9)
+        XCTAssertLessThan(elapsed, 3, "dropped \(elapsed) s after it stopped reading, with a 1 s deadline")
+    }
+
     func testQuiesceClosesWithGoingAway() throws {
         let server = try makeServer()
         defer { server.shutdown() }

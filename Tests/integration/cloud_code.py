@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -276,6 +277,77 @@ def triggers(a, b, hooks, token):
     status, login, _ = parse(a, "GET", "/login?username=bob&password=pw-bob")
     ok("the password survived the trigger", status == 200 and login["username"] == "bob", login)
 
+    # Find triggers: beforeFind rejects; afterFind sees the objects and rewrites the answer (the
+    # inline find path steps aside for a class with find triggers, on every node).
+    finds = []
+
+    def before_find(body, record):
+        finds.append(body)
+        return {"error": "secrets need the master key"} if not body["master"] else {"success": True}
+
+    def after_find(body, record):
+        finds.append(body)
+        kept = [dict(o, seen=True) for o in body["objects"] if o.get("name") != "KEEP"]
+        return {"success": kept}
+    hooks.on("/secret/beforeFind", before_find)
+    hooks.on("/game/afterFind", after_find)
+    parse(a, "POST", "/classes/Secret", {"v": 1}, master=True)
+    parse(a, "POST", "/hooks/triggers", {"className": "Secret", "triggerName": "beforeFind", "url": hooks.url("/secret/beforeFind")}, master=True)
+    parse(a, "POST", "/hooks/triggers", {"className": "Game", "triggerName": "afterFind", "url": hooks.url("/game/afterFind")}, master=True)
+    time.sleep(0.2)
+    status, answer, _ = parse(b, "GET", "/classes/Secret?" + urllib.parse.urlencode({"where": json.dumps({"v": 1}), "limit": 5}), token=token)
+    ok("beforeFind rejects with 141", status == 400 and answer == {"code": 141, "error": "secrets need the master key"}, answer)
+    payload = finds[-1]
+    ok("beforeFind payload", payload["triggerName"] == "beforeFind" and payload["query"] == {"className": "Secret", "where": {"v": 1}, "limit": 5}
+       and payload["isGet"] is False and payload["count"] is False and payload["user"]["username"] == "alice", payload)
+    status, answer, _ = parse(b, "GET", "/classes/Secret", master=True)
+    ok("beforeFind lets the master key read", status == 200 and len(answer["results"]) == 1, answer)
+    for server in (a, b):
+        status, answer, _ = parse(server, "GET", "/classes/Game", token=token)
+        names = sorted(g["name"] for g in answer["results"])
+        ok("afterFind rewrites the results (inline path declined)", "KEEP" not in names and names and all(g.get("seen") is True for g in answer["results"])
+           and all("className" not in g for g in answer["results"]), answer)
+    payload = finds[-1]
+    ok("afterFind payload has the objects with className", payload["triggerName"] == "afterFind" and any(o["name"] == "KEEP" for o in payload["objects"])
+       and all(o["className"] == "Game" for o in payload["objects"]), payload)
+    status, answer, _ = parse(a, "GET", f"/classes/Game/{locked['objectId']}", token=token)
+    ok("afterFind dropping the object of a get is 101", status == 404 and answer["code"] == 101, answer)
+    ok("a get says isGet", finds[-1]["isGet"] is True and finds[-1]["query"]["where"] == {"objectId": locked["objectId"]}, finds[-1])
+    parse(a, "DELETE", "/hooks/triggers/Game/afterFind", master=True)
+    time.sleep(0.2)
+    status, answer, _ = parse(b, "GET", "/classes/Game", token=token)
+    ok("without afterFind the results are as stored", "KEEP" in [g["name"] for g in answer["results"]], answer)
+
+    # Login triggers (on _User only).
+    status, answer, _ = parse(a, "POST", "/hooks/triggers", {"className": "Game", "triggerName": "beforeLogin", "url": hooks.url("/x")}, master=True)
+    ok("beforeLogin on another class is 143", answer == {"code": 143, "error": "invalid hook declaration"}, answer)
+    logins = []
+
+    def before_login(body, record):
+        logins.append(body)
+        return {"error": "carol is suspended"} if body["object"]["username"] == "carol" else {"success": True}
+    hooks.on("/user/beforeLogin", before_login)
+    hooks.on("/user/afterLogin", lambda body, r: {"success": True})
+    for trigger in ["beforeLogin", "afterLogin"]:
+        parse(a, "POST", "/hooks/triggers", {"className": "_User", "triggerName": trigger, "url": hooks.url(f"/user/{trigger}")}, master=True)
+    parse(a, "POST", "/users", {"username": "carol", "password": "pw-carol"})
+    status, answer, _ = parse(b, "GET", "/login?username=carol&password=pw-carol")
+    ok("beforeLogin rejects with 141", status == 400 and answer == {"code": 141, "error": "carol is suspended"}, answer)
+    status, answer, _ = parse(b, "GET", "/login?username=carol&password=wrong")
+    ok("a wrong password never reaches beforeLogin", answer["code"] == 101 and logins[-1]["object"]["username"] == "carol" and len(
+        [x for x in logins if x["object"]["username"] == "carol"]) == 1, answer)
+    status, login, _ = parse(b, "POST", "/login", {"username": "bob", "password": "pw-bob"}, headers={"X-Parse-Installation-Id": "bob-phone"})
+    ok("beforeLogin lets bob in", status == 200 and "sessionToken" in login, login)
+    payload = logins[-1]
+    ok("beforeLogin payload", payload["triggerName"] == "beforeLogin" and payload["object"]["username"] == "bob"
+       and payload["object"]["className"] == "_User" and "password" not in payload["object"] and "sessionToken" not in payload["object"]
+       and payload["installationId"] == "bob-phone" and "user" not in payload, payload)
+    after_login = wait_for("afterLogin delivered", lambda: [r for r in hooks.received("/user/afterLogin") if r["body"]["object"]["username"] == "bob"])
+    ok("afterLogin payload", after_login[0]["body"]["triggerName"] == "afterLogin" and after_login[0]["body"]["user"]["objectId"] == login["objectId"]
+       and "sessionToken" not in after_login[0]["body"]["object"], after_login[0]["body"])
+    for trigger in ["beforeLogin", "afterLogin"]:
+        parse(a, "DELETE", f"/hooks/triggers/_User/{trigger}", master=True)
+
     # afterSave while the webhook fails: the request succeeds, the delivery is retried.
     failures = {"left": 3}
 
@@ -352,6 +424,24 @@ def crash(a, hooks, postgres, database, token):
     wait_for("delivery table drained", lambda: postgres.psql(database, "SELECT count(*) FROM cloud_deliveries WHERE state <> 'dead'") == "0")
 
 
+def hook_flood(a, hooks):
+    status, answer, _ = parse(a, "POST", "/hooks/functions", {"functionName": "f" * 200, "url": hooks.url("/x")}, master=True)
+    ok("an over-long function name is 143", answer == {"code": 143, "error": "invalid hook declaration"}, answer)
+    status, answer, _ = parse(a, "POST", "/hooks/functions", {"functionName": "long-url", "url": hooks.url("/" + "x" * 3000)}, master=True)
+    ok("an over-long url is 143", answer == {"code": 143, "error": "invalid hook declaration"}, answer)
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        answers = list(pool.map(lambda i: parse(a, "POST", "/hooks/functions", {"functionName": f"flood{i}", "url": hooks.url(f"/f{i}")}, master=True),
+                                range(1100)))
+    refused = [ans for s, ans, _ in answers if ans.get("code") == 143]
+    ok("hook flood: past 1000 hooks registration is refused with 143", refused and all(
+        r["error"] == "too many hooks: at most 1000 functions and triggers" for r in refused), refused[:2])
+    _, listed, _ = parse(a, "GET", "/hooks/functions", master=True)
+    total = len(listed) + len(parse(a, "GET", "/hooks/triggers", master=True)[1])
+    ok("hook flood: the table stays bounded (1000 plus at most the concurrent creates)", 1000 <= total <= 1032, total)
+    with urllib.request.urlopen(a.http_url + "/health", timeout=5) as response:
+        ok("server still serves after the hook flood", response.status == 200, response.status)
+
+
 def main():
     postgres = TempPostgres()
     database = "cloud_code"
@@ -368,6 +458,7 @@ def main():
         jobs(a, hooks, postgres, database)
         b.stop()
         crash(a, hooks, postgres, database, alice["sessionToken"])
+        hook_flood(a, hooks)
         log("cloud_code: all checks passed")
     except BaseException:
         log("--- node A log\n" + a.log())

@@ -10,12 +10,16 @@ mapped onto gorush's fields (alert, title, sound, badge, content-available, cate
 in data); `badge: "Increment"` raises each iOS installation's stored badge and sends the new
 value; the answer is {"result":true} with X-Parse-Push-Status-Id, and `_PushStatus` (master
 only) shows the push succeeded with numSent; push_time delays a push; an expired push sends
-nothing; 2,500 matching installations (three pages) get exactly one notification each.
+nothing; 2,500 matching installations (three pages) get exactly one notification each; a push
+left half-queued by a stopped node (expired lease) is resumed from its cursor; qs-parse-rest's
+TestPush passes and its pushes reach exactly the matching installations.
 """
 import json
 import os
 import sys
+import tempfile
 import time
+import unittest
 import urllib.parse
 
 sys.dont_write_bytecode = True
@@ -36,6 +40,18 @@ def tokens(sink):
 
 def status_of(server, push_id):
     return parse(server, "GET", f"/classes/_PushStatus/{push_id}", master=True)[1]
+
+
+def run_parse_rest_push_tests(server):
+    """Runs parse_rest.tests.TestPush with PARSE_API_ROOT at `server`; True when it passed."""
+    settings = tempfile.mkdtemp(prefix="parley-parse-rest-")
+    with open(os.path.join(settings, "settings_local.py"), "w") as f:
+        f.write(f"APPLICATION_ID = {APP_ID!r}\nREST_API_KEY = 'unused'\nMASTER_KEY = {MASTER_KEY!r}\n")
+    sys.path.insert(0, settings)
+    os.environ["PARSE_API_ROOT"] = server.http_url + "/parse"
+    import parse_rest.tests  # noqa: E402  (reads PARSE_API_ROOT and settings_local at import)
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(parse_rest.tests.TestPush)
+    return unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
 
 
 def main():
@@ -139,6 +155,32 @@ def main():
         ok("2,500 installations get exactly one notification each", len(sent) == 2500 and len(set(sent)) == 2500, len(sent))
         log(f"      2,500 pushes queued and sent in {time.time() - started:.1f}s")
         ok("bulk badges incremented once", postgres.psql(database, "SELECT count(*) FROM installations WHERE object_id LIKE 'bulk%' AND data->>'badge' = '1'") == "1250", "")
+
+        # A push whose node stopped mid-way (lease expired, cursor half-way): another pass of
+        # the resumer queues exactly the rest.
+        sink.received.clear()
+        postgres.psql(database, """
+            SELECT push_create_parse('resumePush', '{"channels": {"$in": ["bulk"]}}', '{"alert": "resumed"}', NULL, NULL, NULL, -1000);
+            UPDATE push_statuses SET cursor = 'bulk001250' WHERE object_id = 'resumePush';
+        """)
+        wait_for("the resumed push is sent", lambda: len(sink.accepted()) >= 1250, timeout=30)
+        time.sleep(1)
+        sent = tokens(sink)
+        ok("a resumed push queues exactly the installations after its cursor", sorted(sent) == sorted(f"bulk-token-{i}" for i in range(1251, 2501)),
+           len(sent))
+        resumed = wait_for("resumed push succeeded", lambda: (lambda s: s if s.get("status") == "succeeded" else None)(status_of(server, "resumePush")))
+        ok("resumed _PushStatus", resumed["count"] == 1250 and resumed["numSent"] == 1250, resumed)
+
+        # qs-parse-rest's own push tests (parse_rest.tests.TestPush), against this server.
+        for name, fields in {"giants-fan": {"deviceType": "ios", "deviceToken": "tok-giants", "channels": ["Giants"], "scores": True},
+                             "mets-fan": {"deviceType": "android", "deviceToken": "tok-mets", "channels": ["Mets"], "scores": True}}.items():
+            parse(server, "POST", "/installations", dict(fields, installationId=f"{name}-0000-install"))
+        sink.received.clear()
+        ok("qs-parse-rest TestPush passes", run_parse_rest_push_tests(server), "see the unittest output above")
+        wait_for("TestPush pushes delivered", lambda: len(sink.accepted()) >= 4)
+        time.sleep(1)
+        ok("TestPush: one notification per matching installation and push", sorted(tokens(sink)) == ["tok-giants", "tok-giants", "tok-mets", "tok-mets"],
+           tokens(sink))
         log("cloud_push: all checks passed")
     except BaseException:
         log("--- server log\n" + server.log())

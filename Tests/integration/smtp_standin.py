@@ -1,9 +1,12 @@
 """A local SMTP server standing in for the mail relay (aiosmtpd), with a control API.
 
 Importable (`SMTPStandIn()` runs it in background threads) or run as a script: it prints
-`PORT <control port>` first and serves until its stdin closes. Control over HTTP:
+`PORT <control port>` first and serves until its stdin closes. `--tls CERT KEY` makes the SMTP
+port offer STARTTLS with that certificate and adds an implicit-TLS port (`smtps_port`).
+Control over HTTP:
 
-  GET  /control/state      {"smtp_port", "sessions", "data_started", "messages": [{"from", "to", "data"}]}
+  GET  /control/state      {"smtp_port", "smtps_port", "sessions", "data_started", "tls_sessions",
+                            "messages": [{"from", "to", "data", "tls"}]}
   POST /control/behaviour  {"auth": {"user": "password"} (AUTH required, PLAIN and LOGIN),
                             "tempfail_rcpt": n (answer 451 to the next n RCPT),
                             "reject": ["addr"] (550 for these recipients),
@@ -13,6 +16,7 @@ Importable (`SMTPStandIn()` runs it in background threads) or run as a script: i
 import asyncio
 import json
 import socket
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +32,7 @@ def free_port():
 
 
 class SMTPStandIn:
-    def __init__(self):
+    def __init__(self, tls=None):
         self.lock = threading.Lock()
         self.messages = []
         self.sessions = 0
@@ -74,7 +78,8 @@ class SMTPStandIn:
                     await asyncio.sleep(3600)
                 with stand_in.lock:
                     stand_in.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
-                                              "data": envelope.original_content.decode("utf-8", "replace")})
+                                              "data": envelope.original_content.decode("utf-8", "replace"),
+                                              "tls": server.transport.get_extra_info("ssl_object") is not None})
                 return "250 2.0.0 queued"
 
         def authenticator(server, session, envelope, mechanism, auth_data):
@@ -83,16 +88,34 @@ class SMTPStandIn:
             ok = users.get(auth_data.login.decode()) == auth_data.password.decode()
             return AuthResult(success=ok, handled=False)
 
+        context = None
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+
         class StandInController(Controller):
             def factory(self):
                 with stand_in.lock:
                     required = stand_in.auth is not None
                 return SMTP(self.handler, authenticator=authenticator, auth_required=required, auth_require_tls=False,
-                            hostname="stand-in")
+                            hostname="stand-in", tls_context=context)
 
         self.smtp_port = free_port()
         self.controller = StandInController(Handler(), hostname="127.0.0.1", port=self.smtp_port)
         self.controller.start()
+        self.smtps_port = None
+        self.implicit = None
+        if context:
+            class ImplicitController(StandInController):
+                def factory(self):
+                    with stand_in.lock:
+                        required = stand_in.auth is not None
+                    return SMTP(self.handler, authenticator=authenticator, auth_required=required, auth_require_tls=False,
+                                hostname="stand-in")
+
+            self.smtps_port = free_port()
+            self.implicit = ImplicitController(Handler(), hostname="127.0.0.1", port=self.smtps_port, ssl_context=context)
+            self.implicit.start()
 
     def configure(self, **changes):
         with self.lock:
@@ -101,15 +124,20 @@ class SMTPStandIn:
 
     def state(self):
         with self.lock:
-            return {"smtp_port": self.smtp_port, "sessions": self.sessions, "data_started": self.data_started,
+            return {"smtp_port": self.smtp_port, "smtps_port": self.smtps_port, "sessions": self.sessions, "data_started": self.data_started,
                     "messages": list(self.messages)}
 
     def close(self):
         self.controller.stop()
+        if self.implicit:
+            self.implicit.stop()
 
 
 def main():
-    stand_in = SMTPStandIn()
+    tls = None
+    if len(sys.argv) == 4 and sys.argv[1] == "--tls":
+        tls = (sys.argv[2], sys.argv[3])
+    stand_in = SMTPStandIn(tls=tls)
 
     class Control(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -155,7 +155,7 @@ public struct ParseQuery: Sendable, Equatable {
             case "keys":
                 let entries = try list(value, name)
                 if !entries.allSatisfy({ $0.isEmpty }) { try shape.setKeys(entries) }
-            case "include", "excludeKeys", "includeAll":
+            case "include", "excludeKeys":
                 try readShapeParameter(name, value, into: &shape)
             default:
                 throw .invalidQuery("Improper encode of parameter")
