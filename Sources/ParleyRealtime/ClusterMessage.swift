@@ -11,6 +11,9 @@ public enum ClusterMessage: Sendable, Equatable {
     case typing(to: String, from: String, active: Bool)
     /// `p <user> <1|0> <ms> <node>`: the user came online on, or left, a node.
     case presence(userId: String, online: Bool, at: Int64, node: String)
+    /// `n <node>`: the node started (after its first heartbeat): the others count more than one
+    /// node live at once, before their own next heartbeat would tell them.
+    case joined(node: String)
     /// `c <id> <index> <count> <data>`: part `index` (0-based) of `count` of a relayed message
     /// (`RelayMessage`), split to fit NOTIFY's payload limit; `data` may contain spaces.
     case chunk(id: String, index: Int, count: Int, data: String)
@@ -22,6 +25,7 @@ public enum ClusterMessage: Sendable, Equatable {
         case .replace(let key, let id): "r \(key.userId) \(key.deviceId) \(Int64(bitPattern: id))"
         case .typing(let to, let from, let active): "t \(to) \(from) \(active ? 1 : 0)"
         case .presence(let user, let online, let at, let node): "p \(user) \(online ? 1 : 0) \(at) \(node)"
+        case .joined(let node): "n \(node)"
         case .chunk(let id, let index, let count, let data): "c \(id) \(index) \(count) \(data)"
         }
     }
@@ -50,6 +54,9 @@ public enum ClusterMessage: Sendable, Equatable {
             case ("p", 5):
                 guard fields[2] == "1" || fields[2] == "0", let at = Int64(fields[3]), !fields[1].isEmpty else { return nil }
                 return .presence(userId: fields[1], online: fields[2] == "1", at: at, node: fields[4])
+            case ("n", 2):
+                guard !fields[1].isEmpty else { return nil }
+                return .joined(node: fields[1])
             default:
                 return nil
             }

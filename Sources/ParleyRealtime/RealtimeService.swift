@@ -33,6 +33,8 @@ public final class RealtimeService: Sendable {
     private let cluster: RealtimeCluster
     /// Nodes with a recent heartbeat (1 until the first heartbeat says otherwise).
     private let liveNodes = Atomic<Int>(1)
+    /// Whether this node told the others it started (`ClusterMessage.joined`, after its first heartbeat).
+    private let announced = Atomic<Bool>(false)
     /// Users online on other nodes: user → nodes.
     private let remoteOnline = Mutex<[String: Set<String>]>([:])
     private let running = Atomic<Bool>(false)
@@ -108,6 +110,8 @@ public final class RealtimeService: Sendable {
                 do throws(RealtimeFailure) {
                     liveNodes.store(try await queue.heartbeat(staleAfter: configuration.nodeStaleAfter,
                                                                       maxDevices: configuration.maxDevicesPerUser), ordering: .relaxed)
+                    // Once this node's row is in rt_nodes, so a running node's next heartbeat counts it too.
+                    if !announced.exchange(true, ordering: .relaxed) { cluster.broadcast(.joined(node: nodeID)) }
                 } catch {
                     logger.warning("realtime heartbeat failed", [("error", error.description)])
                 }
@@ -368,6 +372,10 @@ public final class RealtimeService: Sendable {
             for connection in registry.connections(ofUser: to) { connection.send(frame: frame) }
         case .presence(let user, let online, let at, let node):
             remotePresenceChanged(userId: user, online: online, at: at, node: node)
+        case .joined(let node):
+            // Presence changes and typing must reach the new node from now on, not from this node's next heartbeat.
+            guard node != nodeID, liveNodes.load(ordering: .relaxed) < 2 else { return }
+            liveNodes.store(2, ordering: .relaxed)
         case .chunk:
             preconditionFailure("chunks are put together by the cluster")
         }

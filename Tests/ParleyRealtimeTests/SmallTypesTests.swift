@@ -45,10 +45,11 @@ final class SmallTypesTests: XCTestCase {
             .replace(DeviceKey(userId: "u1", deviceId: "d-1"), connectionID: 7),
             .typing(to: "u2", from: "u1", active: false),
             .presence(userId: "u3", online: true, at: 1_700_000_000_000, node: "abc123"),
+            .joined(node: "abc123"),
         ]
         XCTAssertEqual(ClusterMessage.parse(messages.map(\.line).joined(separator: "\n")), messages)
         XCTAssertEqual(ClusterMessage.parse("e u d notanumber\nx y\n\ne u d 3"), [.event(DeviceKey(userId: "u", deviceId: "d"), seq: 3)])
-        XCTAssertEqual(ClusterMessage.parse("t a b 2\np u 3 1 n\nr u d"), [])
+        XCTAssertEqual(ClusterMessage.parse("t a b 2\np u 3 1 n\nr u d\nn\nn  \nn a b"), [])
     }
 
     func testServerFrames() throws {

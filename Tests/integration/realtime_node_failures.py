@@ -94,6 +94,21 @@ async def presence_changes(postgres, node_a, node_b, users):
     back = await a1.next_event("presence", timeout=10)
     check(back["userId"] == bob and back["online"] is True, f"bob back on node B: {back}")
     log("presence changes cross nodes (offline, then online again on node B, seen on node A): ok")
+
+    # The other way: node A started first, so it learns of node B from its own heartbeats (every 10 s),
+    # yet alice's changes on node A must reach bob's subscription on node B from the start.
+    check((await a1.send_message([bob], "so bob may watch alice"))["type"] == "ok", "send")
+    reply = await b1.request({"type": "presence.subscribe", "users": [alice]})
+    check(reply["type"] == "ok" and not reply.get("failed"), reply)
+    state = await b1.next_event("presence")
+    check(state["userId"] == alice and state["online"] is True, f"first answer: alice online on node A: {state}")
+    await a1.close()
+    gone = await b1.next_event("presence", timeout=5)
+    check(gone["userId"] == alice and gone["online"] is False, f"alice left node A: {gone}")
+    a1 = await Client.connect(node_a.ws_url, alice_token, "alice-phone")
+    back = await b1.next_event("presence", timeout=5)
+    check(back["userId"] == alice and back["online"] is True, f"alice back on node A: {back}")
+    log("presence changes cross nodes the other way (node A, started first, to node B): ok")
     for client in (a1, b1):
         await client.close()
 
