@@ -5,6 +5,19 @@ import ParleyTestSupport
 import XCTest
 
 final class TURNCredentialsTests: XCTestCase {
+    /// A tool the setup installs is missing: `XCTSkip` on a developer machine, a failure under CI
+    /// (`CI` or `PARLEY_REQUIRE_TOOLS` set, as `.ci/run` does), like `tools_required()` of the integration scripts.
+    static func missingTool(_ message: String) -> any Error {
+        let environment = ProcessInfo.processInfo.environment
+        let required = !(environment["CI"] ?? "").isEmpty || !(environment["PARLEY_REQUIRE_TOOLS"] ?? "").isEmpty
+        return required ? MissingTool(message: message) : XCTSkip(message)
+    }
+
+    struct MissingTool: Error, CustomStringConvertible {
+        let message: String
+        var description: String { "\(message), which is required under CI (CI / PARLEY_REQUIRE_TOOLS): run scripts/setup.sh" }
+    }
+
     static func hex(_ bytes: [UInt8]) -> String {
         bytes.map { String(format: "%02x", $0) }.joined()
     }
@@ -27,8 +40,9 @@ final class TURNCredentialsTests: XCTestCase {
     }
 
     func testPasswordMatchesPythonHMAC() throws {
-        let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let python else { throw XCTSkip("no python3") }
+        let venv = ParleyServerProcess.repositoryRoot.appendingPathComponent(".venv/bin/python").path
+        let python = [venv, "/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let python else { throw Self.missingTool("no python3 (the project's .venv or /usr/bin/python3)") }
         let cases = [
             ("s3cret", "1700000000:AbCdEf1234"),
             ("a much longer shared secret with spaces and ünïcödé", "4102444800:user-with-dashes"),
@@ -76,7 +90,7 @@ final class TURNCredentialsTests: XCTestCase {
     func testRealTurnServerAcceptsTheCredential() throws {
         let turnserver = "/usr/bin/turnserver", uclient = "/usr/bin/turnutils_uclient"
         guard FileManager.default.isExecutableFile(atPath: turnserver), FileManager.default.isExecutableFile(atPath: uclient) else {
-            throw XCTSkip("coturn is not installed (scripts/setup.sh --all installs it)")
+            throw Self.missingTool("coturn is not installed (scripts/setup.sh --all installs it)")
         }
         let secret = "parley-test-secret-\(getpid())"
         let port = FreePort.next()

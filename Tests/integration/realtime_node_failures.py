@@ -159,7 +159,7 @@ async def node_death(postgres, node_a, node_b, users):
           "before the sweep the device looks connected: no push job")
 
     await poll("node B's sweep marks bob's phone offline", lambda: device_node(postgres, bob, "bob-phone") == "",
-               timeout=STALE_AFTER + 15, interval=0.2)
+               timeout=STALE_AFTER + 25, interval=0.2)
     swept_after = time.monotonic() - killed_at
     check(postgres.psql(DATABASE, f"SELECT count(*) FROM rt_nodes WHERE node_id = '{node_a_id}'") == "0", "node A is removed")
     ok = await a2.send_message([bob], "after the sweep")
