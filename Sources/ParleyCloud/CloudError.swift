@@ -41,7 +41,7 @@ public enum CloudError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String {
         switch self {
         case .invalidHook: "invalid hook declaration"
-        case .unsupportedURL(let url): "invalid hook declaration: \(url) is not an http:// URL (https webhooks are not supported yet)"
+        case .unsupportedURL(let url): "invalid hook declaration: \(url) is not an http:// or https:// URL"
         case .functionExists(let name): "function name: \(name) already exits"
         case .triggerExists(let className, let trigger): "class \(className) already has trigger \(trigger)"
         case .noSuchFunctionHook(let name): "no function named: \(name) is defined"

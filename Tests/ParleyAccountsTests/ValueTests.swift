@@ -28,7 +28,9 @@ final class ValueTests: XCTestCase {
         XCTAssertEqual(code(["__type": "GeoPoint", "latitude": 91, "longitude": 0]), 107)
         XCTAssertEqual(code(["__type": "GeoPoint", "latitude": 0, "longitude": -181]), 107)
         XCTAssertEqual(code(["__type": "Pointer", "className": "1bad", "objectId": "x"]), 106)
-        XCTAssertEqual(code(["__type": "File", "name": "a"]), 111)
+        XCTAssertEqual(code(["__type": "Polygon", "coordinates": [[0, 0]]]), 111)
+        XCTAssertNil(code(["__type": "File", "name": "a.png", "url": "http://h/a.png"]), "File values are stored (docs/files.md)")
+        XCTAssertEqual(code(["__type": "File"]), 111)
         XCTAssertEqual(code("nul\u{0}inside"), 107)
         XCTAssertEqual(code(["k\u{0}": 1]), 107)
     }

@@ -92,7 +92,7 @@ final class ParseClassesTests: XCTestCase {
         XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["text": "nul\u{0}"]).code, 107)
         XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["ACL": ["*": ["read": 1]]]).code, 123)
         XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["owner": ["__type": "Pointer", "className": "_User"]]).code, 106)
-        XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["file": ["__type": "File", "name": "a.png"]]).code, 111)
+        XCTAssertEqual(try h.call("POST", "/parse/classes/GameScore", body: ["shape": ["__type": "Polygon", "coordinates": [[0, 0]]]]).code, 111)
         let manyFields = Dictionary(uniqueKeysWithValues: (0..<257).map { ("f\($0)", $0) })
         XCTAssertEqual(try h.call("POST", "/parse/classes/Wide", body: manyFields).code, 116)
 
