@@ -28,11 +28,10 @@ public struct ParseUserWrites: UserWrites {
         }
     }
 
-    /// beforeSave sees `{"password": …}` (as it would for `PUT /users/:id`); the password it
-    /// answers, if it rewrites the body, is the one set.
+    /// As `PUT /users/:id {"password": …}`: beforeSave sees the user (never the password) and may refuse.
     public func setPassword(objectId: String, password: String) async throws {
-        _ = try await write(.update, objectId: objectId, body: ["password": .string(password)]) { body, db in
-            try await api.accounts.users.resetPassword(objectId: objectId, password: body["password"]?.string ?? password, on: db)
+        _ = try await write(.update, objectId: objectId, body: ["password": .string(password)]) { _, db in
+            try await api.accounts.users.resetPassword(objectId: objectId, password: password, on: db)
             return ["updatedAt": .string(UTCTime.iso8601(milliseconds: UTCTime.nowMilliseconds()))]
         }
     }
