@@ -90,7 +90,7 @@ let package = Package(
         // Tests.
         .target(name: "ParleyTestSupport", dependencies: ["ParleyPostgres", "ParleyNet"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyJSONTests", dependencies: ["ParleyJSON"]),
-        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyLog", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
