@@ -5,7 +5,7 @@ public protocol DurableQueue: Sendable {
     associatedtype Item: Sendable
     associatedtype Outcome: Sendable
 
-    /// What one item is called in log lines ("mail", "webhook delivery").
+    /// What an item is, for log lines ("mail", "webhook delivery").
     var itemName: String { get }
 
     /// Claims up to `limit` due items.

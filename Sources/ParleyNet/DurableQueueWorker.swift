@@ -74,7 +74,7 @@ public final class DurableQueueWorker<Queue: DurableQueue>: Sendable {
             do {
                 claimed = try await queue.claim(limit: free)
             } catch {
-                logger.warning("claiming \(queue.itemName)s failed", [("error", "\(error)")])
+                logger.warning("claiming due items failed", [("item", queue.itemName), ("error", "\(error)")])
                 await signal.sleep(upTo: pollInterval)
                 continue
             }
@@ -103,7 +103,8 @@ public final class DurableQueueWorker<Queue: DurableQueue>: Sendable {
                 return
             } catch {
                 guard attempt < 5 else {
-                    logger.error("recording a \(queue.itemName) outcome failed; it is attempted again after its lease", [("error", "\(error)")])
+                    logger.error("recording an outcome failed; the item is attempted again after its lease",
+                                 [("item", queue.itemName), ("error", "\(error)")])
                     return
                 }
                 await (EventLoop.current ?? group.loops[0]).sleep(for: .milliseconds(200 * attempt))

@@ -14,7 +14,8 @@ Checks:
   keeps serving. A delivery still failing past --webhook-delivery-max-age is dead although its
   attempts are not used up.
 - The admin CLI's writes run _User's triggers: `parley user create` goes through beforeSave (its
-  rewrite is stored, its refusal fails the command with 141 and creates nothing) and afterSave
+  rewrite is stored, its refusal or timeout fails the command with 141 and creates nothing; a bad
+  webhook option is a usage error) and afterSave
   (delivered by the serving node); `parley user reset-password` through beforeSave (never seeing
   the password); `parley user delete` through beforeDelete (a refusal keeps the user) and
   afterDelete.
@@ -29,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cloud_support import APP_ID, MASTER_KEY, WEBHOOK_KEY, WebhookService, check, log, parse, wait_for  # noqa: E402
+from cloud_support import APP_ID, MASTER_KEY, WEBHOOK_KEY, Raw, WebhookService, check, log, parse, wait_for  # noqa: E402
 from push_support import GorushSink  # noqa: E402
 from realtime_support import REPO, ParleyServer, TempPostgres, parley_binary  # noqa: E402
 
@@ -97,9 +98,10 @@ def push_cap(postgres):
         sink.close()
 
 
-def run_cli(url, *arguments, stdin=None):
+def run_cli(url, *arguments, stdin=None, options=()):
+    """`parley <arguments>` against `url` with the webhook key and a 2 s webhook timeout (`options` come last, so they win)."""
     command = [parley_binary(), *arguments, "--database-url", url, "--migrations-dir", os.path.join(REPO, "migrations"),
-               "--webhook-key", WEBHOOK_KEY, "--webhook-timeout", "2s"]
+               "--webhook-key", WEBHOOK_KEY, "--webhook-timeout", "2s", *options]
     done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
     return done.returncode, done.stdout, done.stderr
 
@@ -143,6 +145,8 @@ def deliveries_and_cli(postgres):
             obj = body["object"]
             if obj.get("username", "").startswith("reject"):
                 return {"error": "no rejects here"}
+            if obj.get("username") == "slow-erin":
+                return Raw(200, b'{"success":{}}', delay=3)
             obj["screenName"] = obj.get("username", "?").title()
             return {"success": obj}
 
@@ -177,6 +181,14 @@ def deliveries_and_cli(postgres):
         ok("a beforeSave refusal fails parley user create with 141", code == 1 and "no rejects here" in err and "141" in err, f"{code} {out} {err}")
         exists = postgres.psql(database, "SELECT count(*) FROM users WHERE username = 'reject-bob'")
         ok("the refused user was not created", exists == "0", exists)
+
+        code, out, err = run_cli(url, "user", "create", "slow-erin")
+        ok("a beforeSave past --webhook-timeout fails parley user create with 141", code == 1 and "Webhook timed out." in err and "141" in err,
+           f"{code} {out} {err}")
+        ok("the timed-out user was not created", postgres.psql(database, "SELECT count(*) FROM users WHERE username = 'slow-erin'") == "0", "")
+        code, out, err = run_cli(url, "user", "create", "frank", options=["--webhook-timeout", "soon"])
+        ok("a bad webhook option is a usage error (exit 2) naming it", code == 2 and "webhook-timeout" in err, f"{code} {out} {err}")
+        ok("nothing was created with the bad option", postgres.psql(database, "SELECT count(*) FROM users WHERE username = 'frank'") == "0", "")
 
         before = len(seen["bs"])
         code, out, err = run_cli(url, "user", "reset-password", "alice", "--password-stdin", stdin="n3w-pass-word\n")
