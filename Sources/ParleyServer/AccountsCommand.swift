@@ -15,15 +15,14 @@ public enum AccountsCommand {
     """
 
     public static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        try AdminCommand.run(arguments, environment: environment, usage: usage, options: ServerConfig.cloudOptions) { arguments, database, values in
-            let configuration: CloudConfiguration
+        try AdminCommand.run(arguments, environment: environment, usage: usage, options: ServerConfig.cloudOptions,
+                             settings: ServerConfig.cloudConfiguration) { arguments, database, configuration in
             let pool: BlockingPool
             do {
-                configuration = try ServerConfig.cloudConfiguration(values)
                 pool = try BlockingPool(threads: 1, queueLimit: 16)
             } catch {
-                CommandLineInterface.printError("\(error)")
-                return 2
+                CommandLineInterface.printError("cannot start a worker thread: \(error)")
+                return 1
             }
             defer { pool.shutdown() }
             let cloud = CloudCode(database: database, group: database.group, configuration: configuration, blockingPool: pool, logger: Logger(label: "cloud"))

@@ -18,16 +18,17 @@ enum AdminCommand {
         _ arguments: [String], environment: [String: String], usage: String, minimumArguments: Int = 2,
         body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient) async -> Int32
     ) throws -> Int32 {
-        try run(arguments, environment: environment, usage: usage, minimumArguments: minimumArguments) { arguments, database, _ in
-            await body(arguments, database)
+        try run(arguments, environment: environment, usage: usage, minimumArguments: minimumArguments, options: [], settings: { _ in () }) {
+            arguments, database, _ in await body(arguments, database)
         }
     }
 
-    /// `run` for a command that also takes `options` (beside the database ones), read with them
-    /// into the `ConfigValues` `body` gets.
-    static func run(
-        _ arguments: [String], environment: [String: String], usage: String, minimumArguments: Int = 2, options: [ConfigOption] = [],
-        body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient, _ values: ConfigValues) async -> Int32
+    /// `run` for a command that also takes `options` (beside the database ones): `settings` reads
+    /// them (a bad value fails before anything connects) into what `body` gets.
+    static func run<Settings: Sendable>(
+        _ arguments: [String], environment: [String: String], usage: String, minimumArguments: Int = 2, options: [ConfigOption],
+        settings: (ConfigValues) throws -> Settings,
+        body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient, _ settings: Settings) async -> Int32
     ) throws -> Int32 {
         var optionArguments: [String] = []
         var rest: [String] = []
@@ -45,6 +46,7 @@ enum AdminCommand {
             return rest.contains("--help") ? 0 : 2
         }
         let values = try ConfigValues(options: databaseOptions + options, arguments: optionArguments, environment: environment)
+        let parsed = try settings(values)
         if let level = LogLevel(name: values.string("log-level")) { LogSink.level = max(level, .warning) }
         let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision(ownAdopted: false)
         defer { try? provisioned.embedded?.stop() }
@@ -59,7 +61,7 @@ enum AdminCommand {
         Task {
             do {
                 try await client.waitUntilReady()
-                code.store(await body(commandArguments, client, values), ordering: .relaxed)
+                code.store(await body(commandArguments, client, parsed), ordering: .relaxed)
             } catch {
                 CommandLineInterface.printError("database unavailable: \(error)")
             }
