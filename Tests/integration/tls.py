@@ -284,7 +284,7 @@ def rss_kib(pid):
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
-    return 0
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS: memory cannot be measured")
 
 
 async def check_many_connections(ca, server, tls_port):
