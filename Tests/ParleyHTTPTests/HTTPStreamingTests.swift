@@ -196,6 +196,7 @@ final class HTTPStreamingTests: XCTestCase {
         _ = try client.readHead()
         // The client reads nothing more: the producer stops once the socket and the queue are full.
         XCTAssertTrue(waitUntil(seconds: 5) { pulls.load() > 4 })
+        // Kept: a window: the producer settles, then must not pull for a whole second.
         Thread.sleep(forTimeInterval: 0.5)
         let paused = pulls.load()
         Thread.sleep(forTimeInterval: 1)
