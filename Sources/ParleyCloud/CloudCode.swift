@@ -12,6 +12,8 @@ public final class CloudCode: Sendable {
     public let caller: WebhookCaller
     public let deliveries: DeliveryStore
     public let worker: CloudWorker
+    /// The hooks on messages and calls.
+    public let traffic: TrafficWebhooks
     private let client: HTTPClient
     private let group: EventLoopGroup
     private let logger: Logger
@@ -31,6 +33,8 @@ public final class CloudCode: Sendable {
         caller = WebhookCaller(client: client, key: configuration.webhookKey, timeout: configuration.timeout)
         deliveries = DeliveryStore(database: database)
         worker = CloudWorker(store: deliveries, caller: caller, group: group, configuration: configuration, logger: logger)
+        traffic = TrafficWebhooks(hooks: hooks, caller: WebhookCaller(client: client, key: configuration.webhookKey, timeout: configuration.trafficTimeout),
+                                  deliveries: deliveries, worker: worker, failOpen: configuration.trafficFailOpen, logger: logger)
     }
 
     /// Listens for hook changes and starts the delivery worker.

@@ -376,11 +376,13 @@ extension ServerConfig {
         ConfigOption("webhook-backoff-base", env: "PARLEY_WEBHOOK_BACKOFF_BASE", default: "1s", "Delay before a delivery's second attempt; doubles per attempt, with jitter."),
         ConfigOption("webhook-backoff-max", env: "PARLEY_WEBHOOK_BACKOFF_MAX", default: "5m", "Longest delay between delivery attempts."),
         ConfigOption("webhook-poll-interval", env: "PARLEY_WEBHOOK_POLL_INTERVAL", default: "1s", "How often a node looks for due deliveries when nothing woke it (retries, other nodes' work)."),
+        ConfigOption("webhook-traffic-timeout", env: "PARLEY_WEBHOOK_TRAFFIC_TIMEOUT", default: "3s", "Deadline of a beforeMessage or beforeCall webhook call (then the failure rule of --webhook-traffic-fail-open)."),
+        ConfigOption("webhook-traffic-fail-open", env: "PARLEY_WEBHOOK_TRAFFIC_FAIL_OPEN", default: "false", "A beforeMessage or beforeCall webhook that cannot be called lets the message or call through (default: refused with hook_failed / failure).", isSwitch: true),
     ]
 
     static func cloudConfiguration(_ values: ConfigValues) throws(ConfigError) -> CloudConfiguration {
         var parsed: [String: Duration] = [:]
-        for key in ["webhook-timeout", "webhook-job-timeout", "webhook-backoff-base", "webhook-backoff-max", "webhook-poll-interval"] {
+        for key in ["webhook-timeout", "webhook-job-timeout", "webhook-backoff-base", "webhook-backoff-max", "webhook-poll-interval", "webhook-traffic-timeout"] {
             let value = try values.duration(key)
             guard value >= .milliseconds(10) else {
                 throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
@@ -392,6 +394,7 @@ extension ServerConfig {
             maxAnswerBytes: try values.int("webhook-max-answer-bytes", in: 1024...(64 << 20)),
             connectionsPerHost: try values.int("webhook-connections", in: 1...1024), queuePerHost: try values.int("webhook-queue", in: 0...100_000),
             concurrency: try values.int("webhook-concurrency", in: 1...1024), maxAttempts: try values.int("webhook-max-attempts", in: 1...1000),
-            backoffBase: parsed["webhook-backoff-base"]!, backoffMax: parsed["webhook-backoff-max"]!, pollInterval: parsed["webhook-poll-interval"]!)
+            backoffBase: parsed["webhook-backoff-base"]!, backoffMax: parsed["webhook-backoff-max"]!, pollInterval: parsed["webhook-poll-interval"]!,
+            trafficTimeout: parsed["webhook-traffic-timeout"]!, trafficFailOpen: try values.bool("webhook-traffic-fail-open"))
     }
 }
