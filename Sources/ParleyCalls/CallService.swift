@@ -99,6 +99,9 @@ public final class CallService: Sendable {
         }
         if let hooks = hooks.withLock({ $0 }), hooks.mustReview(caller: device.userId, callee: invite.to) {
             let review = CallInviteReview(callId: invite.callId, caller: device, calleeId: invite.to, video: invite.video, headers: invite.headers)
+            // Frames for the call (a hang-up) wait for the review, as they wait for the store.
+            let key = CallDirectory.key(invite.callId)
+            onLoop(callLoop) { callLoop.beginStoring(key) }
             Task(executorPreference: callLoop.loop) { [self] in
                 let refusal = await hooks.review(review)
                 begin(invite, from: device, on: callLoop, refusal: refusal, respond: respond)
@@ -124,12 +127,19 @@ public final class CallService: Sendable {
             of: invite.to, except: nil) : 0
         if liveOffered > 0 {
             // A callee device rings here: the call starts now and is stored meanwhile.
+            let key = CallDirectory.key(invite.callId)
             return onLoop(callLoop) { [self] in
                 startBeforeStoring(machine, record: record, invite: invite, liveOffered: liveOffered, on: callLoop, respond: respond)
+                // Frames held while the invite was reviewed, after the call's first actions.
+                let held = callLoop.endStoring(key)
+                guard !held.isEmpty, let entry = callLoop[key] else { return }
+                callLoop.loop.executeLocal { [self] in
+                    for frame in held { process(frame.event, from: frame.device, respond: frame.respond, entry: entry, on: callLoop) }
+                }
             }
         }
         let key = CallDirectory.key(invite.callId)
-        onLoop(callLoop) { callLoop.beginStoring(key) }
+        onLoop(callLoop) { if !callLoop.isStoring(key) { callLoop.beginStoring(key) } }
         Task(executorPreference: callLoop.loop) { [self] in
             let stored: Stored
             switch await store(record) {

@@ -246,6 +246,27 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// A hang-up sent while the invite is reviewed waits for the review, then cancels the call.
+    func testHangUpDuringReviewCancelsTheCall() async throws {
+        let h = try await makeHarness("review-hangup", configuration: CallConfiguration(maxCallsPerUser: 5))
+        let hooks = RecordingCallHooks()
+        hooks.refuse.withLock { $0 = false }
+        hooks.delay.withLock { $0 = .milliseconds(400) }
+        h.service.install(hooks: hooks)
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        async let invited = h.invite(callId, to: H.bobPhone.userId)
+        try await Task.sleep(for: .milliseconds(100))
+        let hangup = await h.send(H.alice, "call.hangup", [("callId", .string(callId))])
+        expect(await invited, "ok")
+        expect(hangup, "ok")
+        let ended = await h.transport.waitFor(H.alice, "call.ended")
+        XCTAssertEqual(ended?["endCause"], "canceled")
+        XCTAssertEqual(h.service.liveCalls, 0)
+        await h.shutdown()
+    }
+
     func testCanceledDeniedBusyAndDeclineWithBusy() async throws {
         let h = try await makeHarness("causes", configuration: CallConfiguration(maxCallsPerUser: 5))
         for device in [H.alice, H.bobPhone, H.bobTablet] { h.transport.connect(device) }
@@ -756,6 +777,7 @@ final class CallServiceTests: XCTestCase {
 /// Refuses every invite (while `refuse`) and records what it saw.
 final class RecordingCallHooks: CallHooks {
     let refuse = Mutex(true)
+    let delay = Mutex<Duration>(.zero)
     private let state = Mutex<(reviewed: [String], ended: [JSONObject])>(([], []))
 
     var reviewed: [String] { state.withLock { $0.reviewed } }
@@ -765,6 +787,8 @@ final class RecordingCallHooks: CallHooks {
 
     func review(_ invite: CallInviteReview) async -> CallRefusal? {
         state.withLock { $0.reviewed.append(invite.callId) }
+        let delay = delay.withLock { $0 }
+        if delay > .zero { try? await Task.sleep(for: delay) }
         return refuse.withLock { $0 } ? CallRefusal(cause: .denied, error: "blocked by hook") : nil
     }
 
