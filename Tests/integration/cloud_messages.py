@@ -46,7 +46,13 @@ def register(node, class_name, trigger, url):
 
 def unregister(node, class_name, trigger):
     parse(node, "DELETE", f"/hooks/triggers/{class_name}/{trigger}", master=True)
-    time.sleep(0.3)  # the other nodes hear of it through NOTIFY
+
+
+def probe_until(node, sender_token, probe_user, text, status, what):
+    """REST-sends `text` to `probe_user` (never connected) on `node` until the answer's status is
+    `status`: waits for a node to hear a hook change (NOTIFY) instead of sleeping."""
+    wait_for(what, lambda: node.request("POST", "/v1/messages", {"clientMessageId": os.urandom(8).hex(), "to": [probe_user], "text": text},
+                                        token=sender_token)[0] == status)
 
 
 def registration(a, hooks):
@@ -60,7 +66,7 @@ def registration(a, hooks):
 
 
 async def before_message(a, b, hooks, users):
-    (alice, alice_token), (bob, bob_token) = users[0], users[1]
+    (alice, alice_token), (bob, bob_token), probe = users[0], users[1], users[3][0]
     bob_phone = await Client.connect(a.ws_url, bob_token, "bob-phone")
     alice_phone = await Client.connect(b.ws_url, alice_token, "alice-phone")
 
@@ -79,6 +85,7 @@ async def before_message(a, b, hooks, users):
     hooks.on("/before", moderate)
     status, answer, _ = register(a, "_Message", "beforeMessage", hooks.url("/before"))
     check(status == 200, answer)
+    probe_until(b, alice_token, probe, "darn", 403, "node B runs the beforeMessage hook registered on node A")
     # Registered on node A, used by a send on node B.
     reply = await alice_phone.send_message([bob], "hello", client_id="c-hello", headers={"kind": "chat"})
     ok("an accepted message is sent", reply["type"] == "ok", reply)
@@ -122,10 +129,11 @@ async def before_message(a, b, hooks, users):
     # A webhook nobody listens on.
     status, answer, _ = parse(a, "PUT", "/hooks/triggers/_Message/beforeMessage", {"url": "http://127.0.0.1:9/gone"}, master=True)
     check(status == 200, answer)
-    await asyncio.sleep(0.3)  # node B hears of the change through NOTIFY
+    probe_until(b, alice_token, probe, "probe", 503, "node B calls the updated URL")
     reply = await alice_phone.send_message([bob], "anyone?")
     ok("an unreachable beforeMessage is hook_failed", reply["type"] == "error" and reply["code"] == "hook_failed", reply)
     unregister(a, "_Message", "beforeMessage")
+    probe_until(b, alice_token, probe, "probe", 200, "node B drops the hook")
     reply = await alice_phone.send_message([bob], "after unregister")
     ok("without the hook the message goes through (on node B too)", reply["type"] == "ok", reply)
     event = await bob_phone.next_event("message")
@@ -134,16 +142,19 @@ async def before_message(a, b, hooks, users):
     await bob_phone.close()
 
 
-async def fail_open(c, a, hooks, users):
-    (alice, alice_token), (bob, bob_token) = users[0], users[1]
+async def fail_open(c, a, b, hooks, users):
+    (alice, alice_token), (bob, bob_token), probe = users[0], users[1], users[3][0]
     hooks.on("/slow", lambda body, record: Raw(200, b'{"error":"too late"}', delay=1.5))
-    register(a, "_Message", "beforeMessage", hooks.url("/slow"))
+    register(c, "_Message", "beforeMessage", hooks.url("/slow"))
     bob_phone = await Client.connect(c.ws_url, bob_token, "bob-open")
     status, answer = c.request("POST", "/v1/messages", {"clientMessageId": "open1", "to": [bob], "text": "through"}, token=alice_token)
     ok("with --webhook-traffic-fail-open a timed-out hook lets the message through", status == 200, (status, answer))
+    wait_for("the slow hook was called", lambda: any(r["body"]["object"]["text"] == "through" for r in hooks.received("/slow")))
     event = await bob_phone.next_event("message")
     check(event["text"] == "through", event)
-    unregister(a, "_Message", "beforeMessage")
+    unregister(c, "_Message", "beforeMessage")
+    for node in (a, b):
+        probe_until(node, alice_token, probe, "probe", 200, "the other nodes drop the slow hook")
     await bob_phone.close()
 
 
@@ -195,7 +206,7 @@ async def call_hooks(a, b, hooks, users):
     hooks.on("/beforeCall", before_call)
     hooks.on("/afterCallEnded", lambda body, record: {"success": True})
     register(a, "_Call", "beforeCall", hooks.url("/beforeCall"))
-    register(b, "_Call", "afterCallEnded", hooks.url("/afterCallEnded"))
+    register(a, "_Call", "afterCallEnded", hooks.url("/afterCallEnded"))
 
     call_id = new_call_id()
     reply = await a1.call("invite", call_id, to=bob, video=False, sdp="v=0 offer", headers={"mode": "deny"})
@@ -222,7 +233,7 @@ async def call_hooks(a, b, hooks, users):
     await b1.next_event("call.incoming", call_id)
     check((await b1.call("answer", call_id, sdp="v=0 answer"))["type"] == "ok", "answer")
     await a1.next_event("call.answered", call_id)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # kept: the call lasts a measurable time (duration ≥ 100 ms)
     check((await a1.call("hangup", call_id))["type"] == "ok", "hangup")
     got = wait_for("afterCallEnded delivered", lambda: [r for r in hooks.received("/afterCallEnded") if r["body"]["object"]["callId"] == call_id])
     details = got[0]["body"]["object"]
@@ -307,7 +318,7 @@ async def blocks(a, b, users, many):
 
     # Presence: alice goes and comes back; bob hears nothing, carol's stays visible.
     await alice_phone.close()
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # kept: a window in which an offline presence would arrive (it must not)
     alice_phone = await Client.connect(b.ws_url, alice_token, "alice-b")
     await bob_phone.expect_no_event(0.7)
     bob_tablet = await Client.connect(a.ws_url, bob_token, "bob-tab")
@@ -328,13 +339,19 @@ async def blocks(a, b, users, many):
 
     status, answer = a.request("DELETE", f"/v1/blocks/{alice}", token=bob_token)
     ok("unblock", status == 200 and answer == {}, (status, answer))
-    status, answer = b.request("DELETE", f"/v1/blocks/{alice}", token=bob_token)
+    status, answer = a.request("DELETE", f"/v1/blocks/{alice}", token=bob_token)
     ok("unblocking again is fine", status == 200, (status, answer))
-    await asyncio.sleep(0.3)
-    reply = await alice_phone.send_message([bob], "unblocked")
-    check(reply["type"] == "ok", reply)
-    event = await bob_phone.next_event("message")
-    ok("after unblocking (on the other node) messages arrive again", event["text"] == "unblocked", event)
+    # Node B (alice's) hears of it through NOTIFY: resent until bob gets one, not slept on.
+    event = None
+    for attempt in range(40):
+        reply = await alice_phone.send_message([bob], f"unblocked {attempt}")
+        check(reply["type"] == "ok", reply)
+        try:
+            event = await bob_phone.next_event("message", timeout=0.25)
+            break
+        except AssertionError:
+            continue
+    ok("after unblocking on the other node messages arrive again", event is not None and event["text"].startswith("unblocked"), event)
     call_id = new_call_id()
     check((await a_call.call("invite", call_id, to=bob, video=False, sdp="v=0"))["type"] == "ok", "invite")
     await b_call.next_event("call.incoming", call_id)
@@ -364,12 +381,12 @@ def main():
     b = ParleyServer(url, extra=FLAGS).start()
     c = None
     try:
-        users = create_users(postgres, database, "cm", 3)
+        users = create_users(postgres, database, "cm", 4)  # the 4th never connects: it receives probes
         many = create_users(postgres, database, "mb", 1001)
         registration(a, hooks)
         asyncio.run(before_message(a, b, hooks, users))
         c = ParleyServer(url, extra=FLAGS + ["--webhook-traffic-fail-open"]).start()
-        asyncio.run(fail_open(c, a, hooks, users))
+        asyncio.run(fail_open(c, a, b, hooks, users))
         c.stop()
         asyncio.run(call_hooks(a, b, hooks, users))
         asyncio.run(blocks(a, b, users, many))
