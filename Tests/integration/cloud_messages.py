@@ -126,6 +126,18 @@ async def before_message(a, b, hooks, users):
     ok("a timed-out REST send is 503 hook_failed", status == 503 and answer["code"] == "hook_failed", (status, answer))
     await bob_phone.expect_no_event(1.0)
 
+    # A flood against the slow hook: every send is answered at once or by the deadline, none is sent.
+    started = time.monotonic()
+    replies = await asyncio.gather(*[alice_phone.send_message([bob], "slow") for _ in range(300)])
+    codes = {reply.get("code") for reply in replies}
+    ok("a flood against a slow beforeMessage is refused, bounded by the deadline",
+       all(reply["type"] == "error" for reply in replies) and codes <= {"hook_failed", "rate_limited", "too_many_pending"}
+       and time.monotonic() - started < 5, (codes, time.monotonic() - started))
+    await bob_phone.expect_no_event(0.5)
+    status, _ = b.request("GET", "/health")
+    check(status == 200, "node B serves after the flood")
+    await asyncio.sleep(2.5)  # kept: the flood used the sender's rate-limit burst; let it refill
+
     # A webhook nobody listens on.
     status, answer, _ = parse(a, "PUT", "/hooks/triggers/_Message/beforeMessage", {"url": "http://127.0.0.1:9/gone"}, master=True)
     check(status == 200, answer)
