@@ -80,7 +80,8 @@ public struct QueryRunner: Sendable {
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
-        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty { return false }
+        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty
+            || !SubqueryScope.classes(in: query.where, limit: 1).isEmpty { return false }
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
         var relations: [SchemaStore.RelationField] = []
@@ -121,6 +122,7 @@ public struct QueryRunner: Sendable {
             let types = try await schemas.resolve(className: query.className, record: [], lookup: pointerFields, on: db)
             query.relationFields = Set(pointerFields.filter { if case .relation? = types[$0] { true } else { false } })
         }
+        query.subqueryScopes = try await subqueryScopes(query, auth: auth, on: db)
         var rows: PostgresRows?
         if let compiled = try select(query, auth: auth) {
             rows = try await run(compiled, on: db)
@@ -133,6 +135,31 @@ public struct QueryRunner: Sendable {
             count = try await run(compiled, on: db).first?["count"].int ?? 0
         }
         return (rows, count)
+    }
+
+    /// What `auth` may read of each class the subqueries of `query` read, as Parse Server runs
+    /// each subquery as a `find`: its class-level permissions refuse (119, 101) or narrow it by
+    /// pointer permissions; a class without a stored schema is open (it has no rows unless
+    /// clients may create classes).
+    func subqueryScopes(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [String: SubqueryScope] {
+        guard !auth.isMaster else { return [:] }
+        var scopes: [String: SubqueryScope] = [:]
+        for className in SubqueryScope.classes(in: query.where) {
+            guard ClassName.isValid(className) || ClassName.isSystem(className) else { continue }
+            guard let schemas, let info = try await schemas.classInfo(of: className, on: db), !info.isOpen else {
+                scopes[className] = .open
+                continue
+            }
+            let access = try info.permissions.access(.find, className: className, auth: auth)
+            if access.pointerFields.isEmpty {
+                scopes[className] = .open
+            } else if let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) {
+                scopes[className] = .constrained(constraint)
+            } else {
+                scopes[className] = .nothing
+            }
+        }
+        return scopes
     }
 
     /// The SELECT of the rows of `query` that `auth` may read, or nil when `limit` is 0.

@@ -43,6 +43,9 @@ public struct ParseQuery: Sendable, Equatable {
     /// from the schema, never from the request): a Pointer constraint on one means "owners whose
     /// relation holds it".
     public var relationFields: Set<String> = []
+    /// What the viewer may read of each class a subquery in `where` reads (set by `QueryRunner`
+    /// from the class-level permissions, never from the request; the master key needs none).
+    public var subqueryScopes: [String: SubqueryScope] = [:]
 
     public init(className: String, where: JSONValue? = nil, order: [OrderKey] = [], limit: Int = ParseQuery.defaultLimit,
                 skip: Int = 0, keys: [String]? = nil, count: Bool = false) {

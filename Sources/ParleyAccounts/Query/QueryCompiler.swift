@@ -26,7 +26,7 @@ public enum QueryCompiler {
             throw .invalidQuery("skip must be between 0 and \(ParseQuery.maxSkip)")
         }
         let limit = min(query.limit, ParseQuery.maxLimit)
-        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil, relationFields: query.relationFields)
+        var compiler = WhereCompiler(layout: layout, readerIDs: readerIDs, relationFields: query.relationFields, subqueryScopes: query.subqueryScopes)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let orderBy = try ordering(query.order, compiler: &compiler)
         let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer)
@@ -74,7 +74,7 @@ public enum QueryCompiler {
 
     /// `SELECT count(*) AS count …` over the same rows, ignoring order, limit, skip and keys.
     public static func compileCount(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?) throws(QueryError) -> CompiledQuery {
-        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil, relationFields: query.relationFields)
+        var compiler = WhereCompiler(layout: layout, readerIDs: readerIDs, relationFields: query.relationFields, subqueryScopes: query.subqueryScopes)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let predicates = access + conditions
         var sql = "SELECT count(*) AS count FROM \(layout.table)"
@@ -85,21 +85,7 @@ public enum QueryCompiler {
     /// The class filter and read access, then the `where` predicates.
     private static func filter(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?,
                                compiler: inout WhereCompiler) throws(QueryError) -> (access: [String], conditions: [String]) {
-        var access: [String] = []
-        if let classColumn = layout.classColumn {
-            access.append(classColumn + " = " + (try compiler.writer.bind(.text(layout.className), as: "text")))
-        }
-        if let readerIDs {
-            switch layout.readAccess {
-            case .permissions(let column):
-                let readers = readerList(readerIDs)
-                // `IS TRUE` keeps the GIN index out of the plan: a prepared statement's generic
-                // plan guesses `rperm && $n` matches 1% of rows and bitmap-scans every public row.
-                access.append("(" + column + " && " + (try compiler.writer.bind(.textArray(readers), as: "text[]")) + ") IS TRUE")
-            case .owner(let column):
-                access.append("\(column) = ANY(\(try compiler.writer.bind(.textArray(readerIDs.filter { $0 != "*" }), as: "text[]")))")
-            }
-        }
+        let access = try accessPredicates(layout: layout, readerIDs: readerIDs, writer: &compiler.writer)
         switch query.where {
         case nil, .null?:
             return (access, [])
@@ -108,6 +94,26 @@ public enum QueryCompiler {
         default:
             throw .invalidQuery("where must be a JSON object")
         }
+    }
+
+    /// The class filter and the read-access predicates of `layout` for `readerIDs`.
+    static func accessPredicates(layout: TableLayout, readerIDs: [String]?, writer: inout SQLWriter) throws(QueryError) -> [String] {
+        var access: [String] = []
+        if let classColumn = layout.classColumn {
+            access.append(classColumn + " = " + (try writer.bind(.text(layout.className), as: "text")))
+        }
+        if let readerIDs {
+            switch layout.readAccess {
+            case .permissions(let column):
+                let readers = readerList(readerIDs)
+                // `IS TRUE` keeps the GIN index out of the plan: a prepared statement's generic
+                // plan guesses `rperm && $n` matches 1% of rows and bitmap-scans every public row.
+                access.append("(" + column + " && " + (try writer.bind(.textArray(readers), as: "text[]")) + ") IS TRUE")
+            case .owner(let column):
+                access.append("\(column) = ANY(\(try writer.bind(.textArray(readerIDs.filter { $0 != "*" }), as: "text[]")))")
+            }
+        }
+        return access
     }
 
     /// The ids a row's `rperm` must share one of: the public `*`, then `readerIDs` (no repeats).
