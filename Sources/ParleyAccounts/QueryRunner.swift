@@ -34,6 +34,25 @@ public struct QueryRunner: Sendable {
         return IncludeResolver.body(results, count: count)
     }
 
+    /// The response body of an aggregate (`GET /aggregate/:className`, master key):
+    /// `{"results":[…]}`, each result a document of the last stage (or a distinct value).
+    public func aggregate(_ query: AggregateQuery, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        if TableLayout.forClass(query.className).table == "objects" { try ObjectStore.validate(className: query.className) }
+        let compiled = try Self.compile { () throws(QueryError) in try AggregateCompiler.compile(query) }
+        let rows = try await run(compiled, on: db)
+        guard rows.count <= AggregateCompiler.maxRows else {
+            throw ParseError.invalidQuery("the aggregate returns more than \(AggregateCompiler.maxRows) results: add a $limit")
+        }
+        var bytes: [UInt8] = []
+        bytes.append(contentsOf: #"{"results":["#.utf8)
+        for (position, row) in rows.enumerated() {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: (row["doc"].text ?? "null").utf8)
+        }
+        bytes.append(contentsOf: "]}".utf8)
+        return bytes
+    }
+
     /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
     /// nothing (no session).
     static func constrained(_ query: ParseQuery, auth: Auth, access: ClassAccess) -> ParseQuery? {

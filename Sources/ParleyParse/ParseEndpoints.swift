@@ -99,6 +99,16 @@ extension ParseAPI {
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
         // Config.
+        route(.get, "/aggregate/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            let parameters: [(name: String, value: JSONValue)] = q.bodyIsQuery ? q.object.map { ($0.key, $0.value) } : q.query.map { ($0.name, .string($0.value)) }
+            let query: AggregateQuery
+            do throws(QueryError) {
+                query = try AggregateQuery.fromParameters(className: q.parameter("className"), parameters)
+            } catch {
+                throw ParseError(error)
+            }
+            return .ok(try await api.queries.aggregate(query, on: q.db))
+        })
         route(.get, "/config", on: group, ParseEndpoint { api, q in .ok(try await api.accounts.config.get(auth: q.auth, on: q.db)) })
         route(.put, "/config", on: group, ParseEndpoint(requiresMaster: true) { api, q in
             try await api.accounts.config.update(body: q.object, events: api.accounts.events, on: q.db)
