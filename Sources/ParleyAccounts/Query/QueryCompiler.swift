@@ -29,7 +29,12 @@ public enum QueryCompiler {
         var compiler = WhereCompiler(layout: layout, readerIDs: readerIDs, relationFields: query.relationFields, subqueryScopes: query.subqueryScopes)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let orderBy = try ordering(query.order, compiler: &compiler)
-        let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer)
+        var score: String?
+        if query.selectsTextScore {
+            guard let rank = compiler.textRank else { throw .invalidQuery("keys=$score needs a $text constraint") }
+            score = rank
+        }
+        let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer, score: score)
 
         var sql = ""
         sql.reserveCapacity(columns.utf8.count + 400)
@@ -134,6 +139,11 @@ public enum QueryCompiler {
         var terms: [String] = []
         var byObjectId = false
         for key in keys {
+            if key.field == "$score" {
+                guard let rank = compiler.textRank else { throw .invalidQuery("order by $score needs a $text constraint") }
+                terms.append(rank + " DESC")
+                continue
+            }
             switch try compiler.resolve(key.field) {
             case .column(let column, _):
                 if column == "object_id" { byObjectId = true }
@@ -149,7 +159,7 @@ public enum QueryCompiler {
     }
 
     /// The standard columns, then the layout's; with `keys`, `data` keeps only the listed keys.
-    private static func selectList(_ keys: [String]?, layout: TableLayout, writer: inout SQLWriter) throws(QueryError) -> String {
+    private static func selectList(_ keys: [String]?, layout: TableLayout, writer: inout SQLWriter, score: String? = nil) throws(QueryError) -> String {
         guard let keys, let data = layout.dataColumn else { return layout.selectList }
         for key in keys where !FieldPath.isValidName(key) { throw .invalidQuery("invalid key in keys: \(key)") }
         let custom = keys.filter { key in
@@ -161,7 +171,8 @@ public enum QueryCompiler {
             columns.append("'{}'::jsonb AS data")
         } else {
             let names = try writer.bind(.textArray(custom), as: "text[]")
-            columns.append("COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(\(data)) AS e WHERE e.key = ANY(\(names))), '{}'::jsonb) AS data")
+            let selected = "COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(\(data)) AS e WHERE e.key = ANY(\(names))), '{}'::jsonb)"
+            columns.append((score.map { "(\(selected) || jsonb_build_object('score', \($0)))" } ?? selected) + " AS data")
         }
         columns.append(contentsOf: layout.columns.map(\.column))
         return columns.joined(separator: ", ")
