@@ -24,12 +24,13 @@ public struct QueryRunner: Sendable {
     /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         let output = RowOutput(query, auth: auth, access: access)
+        let keys = query.keys
         guard let query = Self.constrained(query, auth: auth, access: access) else { return output.body(nil, count: query.count ? 0 : nil) }
         let (rows, count) = try await fetch(query, auth: auth, on: db)
         let relations = try await relationFields(query.className, on: db)
-        if query.shape.isPlain { return RowOutput(query, auth: auth, access: access, relations: relations).body(rows, count: count) }
-        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys,
-                                              relations: relations, hidden: access.protectedFields)
+        if query.shape.isPlain { return RowOutput(query, keys: keys, auth: auth, access: access, relations: relations).body(rows, count: count) }
+        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: keys,
+                                              relations: relations, hidden: access.protectedFields, userFields: access.userFieldProtections)
         try await IncludeResolver(runner: self, shape: query.shape, auth: auth).apply(&results, on: db)
         return IncludeResolver.body(results, count: count)
     }
@@ -54,8 +55,13 @@ public struct QueryRunner: Sendable {
     }
 
     /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
-    /// nothing (no session).
+    /// nothing (no session). `keys` gains the fields `userField:` protections read (the caller
+    /// writes the rows with the keys asked for).
     static func constrained(_ query: ParseQuery, auth: Auth, access: ClassAccess) -> ParseQuery? {
+        var query = query
+        if let keys = query.keys {
+            for entry in access.userFieldProtections where !keys.contains(entry.field) { query.keys?.append(entry.field) }
+        }
         guard !access.pointerFields.isEmpty else { return query }
         guard let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) else { return nil }
         var constrained = query
@@ -99,7 +105,7 @@ public struct QueryRunner: Sendable {
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
-        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty
+        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty || !access.userFieldProtections.isEmpty
             || !SubqueryScope.classes(in: query.where, limit: 1).isEmpty { return false }
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
@@ -247,18 +253,20 @@ private struct RowOutput {
     let keys: [String]?
     let viewer: Auth
     let hidden: [String]
+    let userFields: [ClassAccess.UserFieldProtection]
     let relations: [SchemaStore.RelationField]
 
-    init(_ query: ParseQuery, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
+    init(_ query: ParseQuery, keys: [String]?? = .none, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
         kind = RowJSON.Kind(className: query.className)
-        keys = query.keys
+        self.keys = keys ?? query.keys
         viewer = auth
         hidden = access.protectedFields
+        userFields = access.userFieldProtections
         self.relations = relations
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
     }
 }

@@ -221,18 +221,19 @@ extension ParseAPI {
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
-        let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields, keys: shape.topLevelKeys, on: request.db)
+        let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields,
+                                                pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, on: request.db)
         return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db)
+        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, pointerFields: request.access.pointerFields, on: request.db)
         if accounts.configuration.verifyUserEmails, request.object["email"]?.string != nil { await sendVerification(userId: id, logger: logger) }
         return .ok(answer)
     }
 
     func deleteUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        try await accounts.users.delete(objectId: id, auth: request.auth, on: request.db)
+        try await accounts.users.delete(objectId: id, auth: request.auth, pointerFields: request.access.pointerFields, on: request.db)
         return .empty
     }
 
@@ -287,12 +288,12 @@ extension ParseAPI {
 
     func getInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
-        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, on: request.db)
         return .ok(try await queries.shape(installation, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.installations.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        .ok(try await accounts.installations.update(objectId: id, body: request.object, auth: request.auth, pointerFields: request.access.pointerFields, on: request.db))
     }
 
     func deleteInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
@@ -348,7 +349,7 @@ extension ParseAPI {
         case ClassName.user: return try await updateUser(request, id: id)
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
-        case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, access: request.access, on: request.db))
         default:
             return .ok(try await accounts.relations.update(className: className, objectId: id, body: request.object, auth: request.auth,
                                                            access: request.access, on: request.db))
@@ -361,7 +362,7 @@ extension ParseAPI {
         case ClassName.installation: return try await deleteInstallation(request, id: id)
         case ClassName.session: return try await deleteSession(request, id: id)
         case ClassName.role:
-            try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
+            try await accounts.roleWriter.delete(objectId: id, auth: request.auth, access: request.access, on: request.db)
             return .empty
         default:
             try await accounts.relations.delete(className: className, objectId: id, auth: request.auth, access: request.access, on: request.db)
