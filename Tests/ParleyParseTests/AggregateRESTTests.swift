@@ -53,7 +53,7 @@ final class AggregateRESTTests: XCTestCase {
         let top = try aggregate(h, ["pipeline": [["$sort": ["points": -1]], ["$limit": 2], ["$project": ["points": 1]]]]) as? [[String: Any]] ?? []
         XCTAssertEqual(top.map { $0["points"] as? Int }, [20, 10])
         XCTAssertEqual(top.map { Set($0.keys) }, [["objectId", "points"], ["objectId", "points"]])
-        let skipped = try aggregate(h, ["pipeline": ["$sort": ["points": 1], "$skip": 3]]) as? [[String: Any]] ?? []
+        let skipped = try aggregate(h, ["pipeline": #"{"$sort":{"points":1},"$skip":3}"#]) as? [[String: Any]] ?? []
         XCTAssertEqual(skipped.map { $0["points"] as? Int }, [10, 20], "the object form of pipeline")
         let excluded = try aggregate(h, ["pipeline": [["$project": ["tags": 0, "ACL": 0]], ["$limit": 1]]]) as? [[String: Any]] ?? []
         XCTAssertNil(excluded.first?["tags"])
