@@ -141,12 +141,13 @@ public struct InstallationStore: Sendable {
     static let pointerColumns = ["user": "user_id"]
 
     /// `pointerFields`: the class-level pointer permissions, one of which must name the reader.
-    public func get(objectId: String, auth: Auth, pointerFields: [String] = [], keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    public func get(objectId: String, auth: Auth, pointerFields: [String] = [], keys: [String]? = nil, relations: [SchemaStore.RelationField] = [],
+                    on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
             + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder, columns: Self.pointerColumns)
         let rows = try await db.run(sql, builder.params, readOnly: true)
-        guard let installation = RowJSON.object(.installation, rows, viewer: auth, keys: keys) else { throw ParseError.objectNotFound }
+        guard let installation = RowJSON.object(.installation, rows, viewer: auth, keys: keys, relations: relations) else { throw ParseError.objectNotFound }
         return installation
     }
 

@@ -84,9 +84,9 @@ public struct QueryRunner: Sendable {
         return bytes
     }
 
-    /// The Relation fields a class's objects answer (none for system classes or without a schema).
+    /// The Relation fields a class's objects answer (none for sessions or without a schema).
     func relationFields(_ className: String, on db: any SQLExecutor) async throws(ParseError) -> [SchemaStore.RelationField] {
-        guard let schemas, RowJSON.Kind(className: className) == .object else { return [] }
+        guard let schemas, RowJSON.Kind(className: className) != .session else { return [] }
         return try await schemas.relationFields(className: className, on: db)
     }
 
@@ -110,7 +110,7 @@ public struct QueryRunner: Sendable {
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
         var relations: [SchemaStore.RelationField] = []
-        if let schemas, RowJSON.Kind(className: query.className) == .object {
+        if let schemas, RowJSON.Kind(className: query.className) != .session {
             let known = schemas.knownRelationFields(className: query.className)
             relations = known?.fields ?? []
             if known?.stale ?? true { schemas.refreshRelationFields(on: database) }

@@ -221,19 +221,26 @@ extension ParseAPI {
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
+        let relations = try await accounts.schemas.relationFields(className: ClassName.user, on: request.db)
         let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields,
-                                                pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, on: request.db)
+                                                pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, relations: relations, on: request.db)
         return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, pointerFields: request.access.pointerFields, on: request.db)
+        let (users, auth, pointerFields) = (accounts.users, request.auth, request.access.pointerFields)
+        let answer = try await accounts.relations.write(systemClass: ClassName.user, owner: id, body: request.object, on: request.db) { body, db throws(ParseError) in
+            try await users.update(objectId: id, body: body, auth: auth, pointerFields: pointerFields, on: db)
+        }
         if accounts.configuration.verifyUserEmails, request.object["email"]?.string != nil { await sendVerification(userId: id, logger: logger) }
         return .ok(answer)
     }
 
     func deleteUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        try await accounts.users.delete(objectId: id, auth: request.auth, pointerFields: request.access.pointerFields, on: request.db)
+        let (users, auth, pointerFields) = (accounts.users, request.auth, request.access.pointerFields)
+        try await accounts.relations.delete(systemClass: ClassName.user, objectId: id, on: request.db) { db throws(ParseError) in
+            try await users.delete(objectId: id, auth: auth, pointerFields: pointerFields, on: db)
+        }
         return .empty
     }
 
@@ -288,16 +295,24 @@ extension ParseAPI {
 
     func getInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
-        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, on: request.db)
+        let relations = try await accounts.schemas.relationFields(className: ClassName.installation, on: request.db)
+        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, pointerFields: request.access.pointerFields,
+                                                                keys: shape.topLevelKeys, relations: relations, on: request.db)
         return .ok(try await queries.shape(installation, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.installations.update(objectId: id, body: request.object, auth: request.auth, pointerFields: request.access.pointerFields, on: request.db))
+        let (installations, auth, pointerFields) = (accounts.installations, request.auth, request.access.pointerFields)
+        return .ok(try await accounts.relations.write(systemClass: ClassName.installation, owner: id, body: request.object, on: request.db) { body, db throws(ParseError) in
+            try await installations.update(objectId: id, body: body, auth: auth, pointerFields: pointerFields, on: db)
+        })
     }
 
     func deleteInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        try await accounts.installations.delete(objectId: id, auth: request.auth, on: request.db)
+        let (installations, auth) = (accounts.installations, request.auth)
+        try await accounts.relations.delete(systemClass: ClassName.installation, objectId: id, on: request.db) { db throws(ParseError) in
+            try await installations.delete(objectId: id, auth: auth, on: db)
+        }
         return .empty
     }
 
