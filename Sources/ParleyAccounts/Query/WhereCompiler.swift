@@ -269,7 +269,7 @@ struct WhereCompiler {
                 switch shape {
                 case "$centerSphere": predicates.append(try centerSphere(argument, on: target, field: field))
                 case "$box": predicates.append(try withinBox(argument, on: target, field: field))
-                case "$polygon": throw .invalidQuery("$geoWithin.$polygon is not supported (on \(field))")
+                case "$polygon": predicates.append(try withinPolygon(argument, on: target, field: field))
                 default: throw .invalidQuery("unknown $geoWithin shape \(shape) on \(field)")
                 }
             default:
@@ -605,6 +605,40 @@ struct WhereCompiler {
         let (latitude, longitude) = try earthPoint(point)
         let (box, distance, _) = try withinAngle("ll_to_earth(\(latitude), \(longitude))", radians: radians, geo: geo)
         return "(\(box) AND \(distance) AND \(fieldGuard))"
+    }
+
+    /// `$geoWithin: {"$polygon": [GeoPoint or [longitude, latitude], …]}` (or a Polygon object's
+    /// `coordinates`, read as the Postgres adapter reads them): the GeoPoint lies in the polygon,
+    /// boundary included, `point(longitude, latitude) <@ polygon` as Parse Server's Postgres adapter
+    /// (planar, in degrees; no index).
+    private mutating func withinPolygon(_ operand: JSONValue, on target: FieldTarget, field: String) throws(QueryError) -> String {
+        let (_, fieldGuard) = try geoField(target, "$polygon", field: field)
+        let points: [JSONValue]
+        switch operand {
+        case .array(let items):
+            points = items
+        case .object(let polygon) where polygon["__type"]?.string == "Polygon":
+            guard case .array(let coordinates)? = polygon["coordinates"], coordinates.count >= 3 else {
+                throw .invalidQuery("bad $geoWithin value; Polygon.coordinates should contain at least 3 lon/lat pairs")
+            }
+            points = coordinates
+        default:
+            throw .invalidQuery("bad $geoWithin value; $polygon should be Polygon object or Array of Parse.GeoPoint's")
+        }
+        guard points.count >= 3 else { throw .invalidQuery("bad $geoWithin value; $polygon should contain at least 3 GeoPoints") }
+        guard points.count <= QueryCompiler.maxListCount else {
+            throw .invalidQuery("$polygon on \(field) has more than \(QueryCompiler.maxListCount) points")
+        }
+        var vertices: [String] = []
+        for point in points {
+            let vertex = try GeoMath.pointOrPair(point, "$polygon on \(field)")
+            vertices.append("(\(vertex.longitude),\(vertex.latitude))")
+        }
+        let polygon = try writer.bind(.text("(" + vertices.joined(separator: ",") + ")"), as: "polygon")
+        guard case .custom(let path) = target else { throw .invalidQuery("$polygon needs a GeoPoint field; \(field) is not one") }
+        let t = try expression(path)
+        return "(\(fieldGuard) AND CASE WHEN jsonb_typeof(\(t) -> 'longitude') = 'number' AND jsonb_typeof(\(t) -> 'latitude') = 'number'"
+            + " THEN point((\(t) ->> 'longitude')::float8, (\(t) ->> 'latitude')::float8) <@ \(polygon) ELSE false END)"
     }
 
     /// `$box`: `[southwest, northeast]`; `west > east` crosses the antimeridian. Index-backed by a
