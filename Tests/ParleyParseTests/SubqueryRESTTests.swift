@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 
 /// `$inQuery`, `$notInQuery`, `$select` and `$dontSelect` over HTTP and PostgreSQL: the matches
@@ -106,7 +107,7 @@ final class SubqueryRESTTests: XCTestCase {
         _ = try create(h, "Note", ["name": "on bob's", "doc": pointer("Doc", bobDoc)])
 
         let inVault: [String: Any] = ["vault": ["$inQuery": ["className": "Vault", "where": [:]]]]
-        for token in [alice.token, nil] {
+        for token in [alice.token, nil, alice.token] {  // twice: the second with the schemas cached (the inline find declines)
             let refused = try h.call("GET", "/parse/classes/Note" + query(["where": jsonText(inVault)]), token: token)
             XCTAssertEqual(refused.code, 119, "\(refused.json ?? "")")
             XCTAssertEqual(refused["error"] as? String, "Permission denied for action find on class Vault.")
@@ -114,6 +115,14 @@ final class SubqueryRESTTests: XCTestCase {
             XCTAssertEqual(nested.code, 119, "inside $or too")
         }
         XCTAssertEqual(try names(h, "Note", inVault, master: true), ["on gold"])
+        // A batch sub-request passes the same step.
+        let batch = try h.call("POST", "/parse/batch", body: ["requests": [
+            ["method": "GET", "path": "/parse/classes/Note", "body": ["where": inVault]],
+            ["method": "GET", "path": "/parse/classes/Note", "body": ["where": ["name": "on gold"]]],
+        ]], token: alice.token)
+        let answers = try XCTUnwrap(batch.json as? [[String: Any]], "\(batch.json ?? "")")
+        XCTAssertEqual((answers[0]["error"] as? [String: Any])?["code"] as? Int, 119, "\(answers)")
+        XCTAssertNotNil(answers[1]["success"])
         // Pointer permissions narrow the subquery to the viewer's own documents; none without a session.
         let inDocs: [String: Any] = ["doc": ["$inQuery": ["className": "Doc", "where": [:]]]]
         XCTAssertEqual(try names(h, "Note", inDocs, token: alice.token), ["on alice's"])
@@ -158,6 +167,14 @@ final class SubqueryRESTTests: XCTestCase {
         let wide: [String: Any] = ["$or": (0..<300).map { _ in ["team": ["$inQuery": ["className": "Team", "where": ["name": "PSG"]]]] }]
         let flood = try h.call("POST", "/parse/classes/Player", body: ["_method": "GET", "where": wide])
         XCTAssertEqual(flood.code, 102, "\(flood.json ?? "")")
+        // A flood of concurrent subquery finds: every one answered, correctly.
+        let answered = Mutex<[Int]>([])
+        let path = "/parse/classes/Team" + query(["where": jsonText(nested(2))])
+        DispatchQueue.concurrentPerform(iterations: 40) { _ in
+            let reply = try? h.call("GET", path)
+            answered.withLock { $0.append(reply?.status ?? 0) }
+        }
+        XCTAssertEqual(answered.withLock { $0 }, Array(repeating: 200, count: 40))
         XCTAssertEqual(try names(h, "Team", [:]), ["PSG"], "still serving")
         await h.shutdown()
     }
