@@ -23,6 +23,7 @@ public struct QueryRunner: Sendable {
     /// pointer fields grant and hides its protected fields.
     /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        try Self.refuseProtectedConstraints(query, access: access)
         let output = RowOutput(query, auth: auth, access: access)
         let keys = query.keys
         guard let query = Self.constrained(query, auth: auth, access: access) else { return output.body(nil, count: query.count ? 0 : nil) }
@@ -52,6 +53,22 @@ public struct QueryRunner: Sendable {
         }
         bytes.append(contentsOf: "]}".utf8)
         return bytes
+    }
+
+    /// 119 for a `where` constraining a field `access` hides from the viewer (Parse Server's
+    /// `denyProtectedFields`; also inside `$or`, `$and`, `$nor`), which would reveal its values.
+    static func refuseProtectedConstraints(_ query: ParseQuery, access: ClassAccess) throws(ParseError) {
+        guard !access.protectedFields.isEmpty, case .object(let object)? = query.where else { return }
+        func check(_ object: JSONObject, depth: Int) throws(ParseError) {
+            for (key, value) in object {
+                if access.protectedFields.contains(String(key.split(separator: ".", maxSplits: 1).first ?? "")) {
+                    throw .operationForbidden("This user is not allowed to query \(key) on class \(query.className)")
+                }
+                guard depth < QueryCompiler.maxNesting, key == "$or" || key == "$and" || key == "$nor", case .array(let branches) = value else { continue }
+                for case .object(let branch) in branches { try check(branch, depth: depth + 1) }
+            }
+        }
+        try check(object, depth: 0)
     }
 
     /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
@@ -117,6 +134,7 @@ public struct QueryRunner: Sendable {
         }
         let compiled: CompiledQuery?
         do {
+            try Self.refuseProtectedConstraints(query, access: access)
             compiled = try select(query, auth: auth)
         } catch {
             completion(.failure(error))
@@ -176,13 +194,15 @@ public struct QueryRunner: Sendable {
                 continue
             }
             let access = try info.permissions.access(.find, className: className, auth: auth)
-            if access.pointerFields.isEmpty {
-                scopes[className] = .open
-            } else if let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) {
-                scopes[className] = .constrained(constraint)
-            } else {
-                scopes[className] = .nothing
+            var scope = SubqueryScope(protectedFields: access.protectedFields)
+            if !access.pointerFields.isEmpty {
+                if let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) {
+                    scope.rows = .matching(constraint)
+                } else {
+                    scope.rows = .none
+                }
             }
+            scopes[className] = scope
         }
         return scopes
     }

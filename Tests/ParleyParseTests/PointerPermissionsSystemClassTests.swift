@@ -48,6 +48,21 @@ final class PointerPermissionsSystemClassTests: XCTestCase {
         XCTAssertEqual(profile?["phone"] as? String, "p1")
         let forCarol = try h.call("GET", "/parse/classes/Card" + query(["include": "profile"]), token: carol.token)
         XCTAssertNil(((forCarol["results"] as? [[String: Any]])?.first?["profile"] as? [String: Any])?["phone"])
+        // A protected field cannot be probed through a query (Parse Server's denyProtectedFields), nor through a subquery.
+        let probes: [[String: Any]] = [
+            ["secret": "s1"], ["$or": [["name": "x"], ["phone": ["$regex": "^p"]]]], ["secret.length": 2],
+            ["profile": ["$inQuery": ["className": "Profile", "where": ["secret": "s1"]]]],
+            ["name": ["$select": ["query": ["className": "Profile", "where": [:]], "key": "secret"]]],
+        ]
+        for (position, probe) in probes.enumerated() {
+            let className = position < 3 ? "Profile" : "Card"
+            for token in [carol.token, nil] {
+                let refused = try h.call("GET", "/parse/classes/\(className)" + query(["where": jsonText(probe)]), token: token)
+                XCTAssertEqual(refused.code, 119, "\(probe): \(refused.json ?? "")")
+            }
+            XCTAssertEqual(try h.call("GET", "/parse/classes/\(className)" + query(["where": jsonText(probe)]), master: true).status, 200)
+        }
+        XCTAssertEqual((try h.call("GET", "/parse/classes/Profile" + query(["where": jsonText(["name": "one"])]), token: carol.token)["results"] as? [Any])?.count, 1)
         await h.shutdown()
     }
 

@@ -3,13 +3,28 @@ import ParleyJSON
 /// What class-level permissions leave a viewer of the class a subquery (`$inQuery`,
 /// `$notInQuery`, `$select`, `$dontSelect`) reads: decided by `QueryRunner` before compiling,
 /// as Parse Server runs each subquery as a `find` on its class.
-public enum SubqueryScope: Sendable, Equatable {
-    /// Every row the viewer's ACL lets it read.
-    case open
-    /// Only rows also matching this `where` object (pointer permissions).
-    case constrained(JSONValue)
-    /// No row (pointer permissions without a session).
-    case nothing
+public struct SubqueryScope: Sendable, Equatable {
+    /// Which of the rows the viewer's ACL lets it read the subquery reads.
+    public enum Rows: Sendable, Equatable {
+        /// All of them.
+        case all
+        /// Those also matching this `where` object (pointer permissions).
+        case matching(JSONValue)
+        /// None (pointer permissions without a session).
+        case none
+    }
+
+    public var rows: Rows
+    /// Fields the viewer may neither constrain nor select (`protectedFields`): 119.
+    public var protectedFields: [String]
+
+    public init(rows: Rows = .all, protectedFields: [String] = []) {
+        self.rows = rows
+        self.protectedFields = protectedFields
+    }
+
+    /// Every readable row, no protected field.
+    public static let open = SubqueryScope()
 
     /// Most levels of subqueries inside subqueries (102 beyond).
     public static let maxDepth = 4

@@ -24,7 +24,7 @@ extension WhereCompiler {
             guard let known = subqueryScopes[className] else { throw .invalidQuery("\(key) on \(className) is not supported here") }
             scope = known
         }
-        if scope == .nothing { return nil }
+        if scope.rows == .none { return nil }
         let innerLayout = TableLayout.forClass(className)
         var compiler = WhereCompiler(layout: innerLayout, readerIDs: readerIDs, subqueryScopes: subqueryScopes, subqueryDepth: subqueryDepth + 1)
         compiler.writer = writer
@@ -32,10 +32,14 @@ extension WhereCompiler {
         var predicates = try QueryCompiler.accessPredicates(layout: innerLayout, readerIDs: readerIDs, writer: &compiler.writer)
         switch inner {
         case nil, .null?: break
-        case .object(let object)?: predicates.append(contentsOf: try compiler.compile(object))
+        case .object(let object)?:
+            for field in object.keys where scope.protectedFields.contains(field) {
+                throw .operationForbidden("This user is not allowed to query \(field) on class \(className)")
+            }
+            predicates.append(contentsOf: try compiler.compile(object))
         default: throw .invalidQuery("improper usage of \(key): where must be a JSON object")
         }
-        if case .constrained(.object(let constraint)) = scope { predicates.append(contentsOf: try compiler.compile(constraint)) }
+        if case .matching(.object(let constraint)) = scope.rows { predicates.append(contentsOf: try compiler.compile(constraint)) }
         let selected = try value(&compiler)
         writer = compiler.writer
         conditions = compiler.conditions
@@ -74,6 +78,10 @@ extension WhereCompiler {
         guard case .object(let object) = operand, object.count == 2, case .object(let query)? = object["query"],
               let className = query["className"]?.string, let selectedKey = object["key"]?.string, !selectedKey.isEmpty else {
             throw .invalidQuery("improper usage of \(key) on \(field)")
+        }
+        let head = String(selectedKey.split(separator: ".", maxSplits: 1).first ?? "")
+        if !isMaster, subqueryScopes[className]?.protectedFields.contains(head) == true {
+            throw .operationForbidden("This user is not allowed to select \(head) of class \(className)")
         }
         guard let values = try subquery(key, className: className, where: query["where"], value: { (inner: inout WhereCompiler) throws(QueryError) in
             try inner.jsonValue(of: selectedKey, key: key)
