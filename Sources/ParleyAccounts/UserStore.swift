@@ -307,13 +307,13 @@ public struct UserStore: Sendable {
 
     /// One user as JSON, if readable by `auth`, without the `hidden` (protected) fields unless it is the reader; 101 otherwise.
     /// `pointerFields`: the class-level pointer permissions, one of which must name the reader.
-    public func get(objectId: String, auth: Auth, hidden: [String] = [], pointerFields: [String] = [], keys: [String]? = nil,
-                    relations: [SchemaStore.RelationField] = [], on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    public func get(objectId: String, auth: Auth, hidden: [String] = [], userFields: [ClassAccess.UserFieldProtection] = [], pointerFields: [String] = [],
+                    keys: [String]? = nil, relations: [SchemaStore.RelationField] = [], on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
             + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder)
         guard let user = RowJSON.object(.user, try await db.run(sql, builder.params, readOnly: true), viewer: auth, keys: keys, relations: relations,
-                                        hidden: hidden) else {
+                                        hidden: hidden, userFields: userFields) else {
             throw ParseError.objectNotFound
         }
         return user

@@ -223,6 +223,7 @@ extension ParseAPI {
         let shape = try request.fetchShape()
         let relations = try await accounts.schemas.relationFields(className: ClassName.user, on: request.db)
         let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields,
+                                                userFields: request.access.userFieldProtections,
                                                 pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, relations: relations, on: request.db)
         return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }

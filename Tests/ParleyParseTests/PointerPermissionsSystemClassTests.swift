@@ -63,6 +63,17 @@ final class PointerPermissionsSystemClassTests: XCTestCase {
             XCTAssertEqual(try h.call("GET", "/parse/classes/\(className)" + query(["where": jsonText(probe)]), master: true).status, 200)
         }
         XCTAssertEqual((try h.call("GET", "/parse/classes/Profile" + query(["where": jsonText(["name": "one"])]), token: carol.token)["results"] as? [Any])?.count, 1)
+        // On _User, through /users/:id and /users.
+        XCTAssertEqual(try h.call("PUT", "/parse/users/\(alice.id)", body: ["city": "Paris", "buddy": pointer("_User", bob.id)], master: true).status, 200)
+        let clp = try h.call("PUT", "/parse/schemas/_User", body: ["classLevelPermissions": [
+            "find": ["*": true], "get": ["*": true], "create": ["*": true], "update": ["*": true], "delete": ["*": true], "count": ["*": true],
+            "addField": ["*": true], "protectedFields": ["*": ["city"], "userField:buddy": []],
+        ]], master: true)
+        XCTAssertEqual(clp.status, 200, "\(clp.json ?? "")")
+        XCTAssertEqual(try h.call("GET", "/parse/users/\(alice.id)", token: bob.token)["city"] as? String, "Paris", "her buddy")
+        XCTAssertNil(try h.call("GET", "/parse/users/\(alice.id)", token: carol.token)["city"])
+        let users = try h.call("GET", "/parse/users" + query(["where": jsonText(["username": "alice"])]), token: bob.token)
+        XCTAssertEqual((users["results"] as? [[String: Any]])?.first?["city"] as? String, "Paris")
         await h.shutdown()
     }
 
