@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCalls
 import ParleyJSON
+import ParleyNet
 import ParleyTestSupport
 import XCTest
 
@@ -24,11 +25,11 @@ final class TURNCredentialsTests: XCTestCase {
 
     /// RFC 2202 test cases 1, 2 and 6 for HMAC-SHA1.
     func testHMACSHA1MatchesRFC2202() {
-        XCTAssertEqual(Self.hex(TURNCredentials.hmacSHA1(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))),
+        XCTAssertEqual(Self.hex(HMACDigest.sha1(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))),
                        "b617318655057264e28bc0b6fb378c8ef146be00")
-        XCTAssertEqual(Self.hex(TURNCredentials.hmacSHA1(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))),
+        XCTAssertEqual(Self.hex(HMACDigest.sha1(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))),
                        "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
-        XCTAssertEqual(Self.hex(TURNCredentials.hmacSHA1(key: [UInt8](repeating: 0xaa, count: 80), message: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8))),
+        XCTAssertEqual(Self.hex(HMACDigest.sha1(key: [UInt8](repeating: 0xaa, count: 80), message: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8))),
                        "aa4ae5e15272d00e95705637ce8a3b55ed402112")
     }
 
