@@ -1,4 +1,3 @@
-import ParleyKit
 import ParleyNet
 
 extension TLSError {
