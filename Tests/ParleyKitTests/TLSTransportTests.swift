@@ -120,6 +120,8 @@ final class TLSTransportTests: XCTestCase {
         defer { goodServer.stop() }
         let answer = try await http.send(ParleyHTTPRequest(method: "GET", target: "/v1/turn"), to: ParleyServerURL("https://localhost:\(goodServer.port)")!)
         XCTAssertEqual(String(decoding: answer.body, as: UTF8.self), "ok /v1/turn")
+        let offered = try await http.send(ParleyHTTPRequest(method: "GET", target: "/tls"), to: ParleyServerURL("https://localhost:\(goodServer.port)")!)
+        XCTAssertEqual(String(decoding: offered.body, as: UTF8.self), "alpn=http/1.1 sni=localhost", "ALPN and SNI as the peer saw them")
 
         let cases: [((certificate: String, key: String), String)] = [
             (try authority.issue(name: "localhost", expired: true), "certificate has expired"),
@@ -190,8 +192,12 @@ final class TLSTransportTests: XCTestCase {
             guard case .tls(let text) = error else { return XCTFail("expected .tls, got \(error)", file: file, line: line) }
             XCTAssertTrue(text.contains(reason), "\(error)", file: file, line: line)
         }
+        // The delegate hears of it after `waitUntilConnected` has thrown: wait for it.
+        let stopped = await log.waitUntil(timeout: .seconds(10)) { recorder in
+            if case .stopped(.tls?)? = recorder.states.last { true } else { false }
+        }
         let states = await log.states
-        XCTAssertEqual(states.last.map { if case .stopped(.tls?) = $0 { true } else { false } }, true, "\(states)", file: file, line: line)
+        XCTAssertTrue(stopped, "\(states)", file: file, line: line)
     }
 
     private static func parseRequest(_ method: String, _ target: String, json: String) -> ParleyHTTPRequest {
