@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up and runs every Parley test suite; exits non-zero if any fails. Suites, in order:
-#   build         swift build -c release (the binary the checks and integration tests use)
-#   swift-test    swift test (all XCTest targets; extra arguments go to swift test)
+#   build         swift build -c release --build-tests (the binaries the checks and integration
+#                 tests use, and the XCTest bundle)
+#   swift-test    swift test -c release --skip-build (all XCTest targets; extra arguments go to
+#                 swift test)
 #   no-foundation no Foundation/FoundationEssentials/NIO import under Sources/ (except the
 #                 Apple-only ParleyKitApple target, whose files must be wholly `#if canImport(Darwin)`)
 #   ldd           the release binaries (parley, parley-chat) link no Foundation library
@@ -12,7 +14,9 @@
 # Usage: scripts/test.sh [swift test options...]
 # Environment: PARLEY_TEST_SHARED (default ../shared beside the repo, or beside a local origin),
 #              PARLEY_SWIFT_TEST_TIMEOUT (seconds, default 2400),
-#              PARLEY_INTEGRATION_TIMEOUT (seconds per script, default 900).
+#              PARLEY_INTEGRATION_TIMEOUT (seconds per script, default 900),
+#              PARLEY_TEST_JOBS (integration scripts run at once, default 3; 1 runs them one by one),
+#              PARLEY_XCTEST_CONFIGURATION (release, the default, or debug: the XCTests' build).
 set -euo pipefail
 
 PARLEY_SCRIPT="test"
@@ -77,12 +81,27 @@ export PARLEY_TEST_SHARED PARLEY_BIN
 
 # --- Suites. ---
 
+# One release build serves every suite: the binaries the checks and integration scripts use and
+# the XCTest bundle (built with testable imports), so the tree is not compiled a second time in
+# debug. PARLEY_XCTEST_CONFIGURATION=debug runs the XCTests in a debug build as before.
+xctest_configuration="${PARLEY_XCTEST_CONFIGURATION:-release}"
+case "$xctest_configuration" in
+    release | debug) ;;
+    *) die "PARLEY_XCTEST_CONFIGURATION must be release or debug" ;;
+esac
+
 build_release() {
-    swift build -c release --product parley && swift build -c release --product parley-chat
+    if [ "$xctest_configuration" = release ]; then
+        swift build -c release --build-tests
+    else
+        swift build -c release --product parley && swift build -c release --product parley-chat
+    fi
 }
 
 swift_tests() {
-    timeout --kill-after=30 "${PARLEY_SWIFT_TEST_TIMEOUT:-2400}" swift test "$@"
+    local build=()
+    [ "$xctest_configuration" = release ] && build=(-c release --skip-build)
+    timeout --kill-after=30 "${PARLEY_SWIFT_TEST_TIMEOUT:-2400}" swift test "${build[@]+"${build[@]}"}" "$@"
 }
 
 # Lines such as `import Foundation`, `@preconcurrency import NIOCore`,
@@ -161,15 +180,80 @@ run_suite compose compose_config
 export VIRTUAL_ENV="$PARLEY_VENV"
 PATH="$PARLEY_VENV/bin:$PATH"
 export PATH
+integration_jobs="$(parley_int_setting PARLEY_TEST_JOBS 3 1 16)" || exit 1
+integration_logs="$(mktemp -d "${TMPDIR:-/tmp}/parley-integration-XXXXXX")"
+pooled=()
+alone=()
 shopt -s nullglob
 for script in Tests/integration/*.sh Tests/integration/*.py; do
-    if [ -x "$script" ]; then
-        run_suite "integration/${script##*/}" run_integration_script "$script"
-    else
+    if [ ! -x "$script" ]; then
         echo "warning: $script is not executable; skipped (chmod +x it to run it)"
+    elif grep -q '^# parley-test: run-alone' "$script"; then
+        alone+=("$script")
+    else
+        pooled+=("$script")
     fi
 done
 shopt -u nullglob
+
+# Scripts marked `# parley-test: run-alone` (they measure memory, time or many connections) run one
+# at a time first; the rest run PARLEY_TEST_JOBS at once (default 3), each one's output kept in its
+# own file and printed whole, with its result line, when it ends.
+for script in "${alone[@]+"${alone[@]}"}"; do
+    run_suite "integration/${script##*/}" run_integration_script "$script"
+done
+
+# finish_pooled PID STATUS: reports a pooled script that ended like run_suite does.
+declare -A pooled_name=() pooled_begin=() pooled_log=()
+finish_pooled() {
+    local pid="$1" rc="$2" name
+    name="${pooled_name[$pid]}"
+    echo
+    echo "=== suite: $name (ran alongside others; its whole output follows)"
+    cat "${pooled_log[$pid]}"
+    if [ "$rc" -eq 0 ]; then
+        passed+=("$name")
+        results+=("PASS  $name")
+        echo "=== $name: passed ($((SECONDS - pooled_begin[$pid])) s)"
+    else
+        failed+=("$name")
+        results+=("FAIL  $name")
+        echo "=== $name: FAILED, exit $rc ($((SECONDS - pooled_begin[$pid])) s)"
+    fi
+    unset "pooled_name[$pid]" "pooled_begin[$pid]" "pooled_log[$pid]"
+}
+# wait_for_a_pooled_script: reports the next pooled script to end.
+wait_for_a_pooled_script() {
+    local finished="" pid rc=0
+    wait -n -p finished "${!pooled_name[@]}" || rc=$?
+    if [ -n "$finished" ] && [ -n "${pooled_name[$finished]+set}" ]; then
+        finish_pooled "$finished" "$rc"
+        return
+    fi
+    # No job reported (it cannot normally happen): wait for each one still listed.
+    for pid in "${!pooled_name[@]}"; do
+        rc=0
+        wait "$pid" || rc=$?
+        finish_pooled "$pid" "$rc"
+    done
+}
+# An interrupted run stops the pooled scripts too (timeout passes the signal on to the script).
+trap 'kill "${!pooled_name[@]}" 2>/dev/null; exit 130' INT TERM
+for script in "${pooled[@]+"${pooled[@]}"}"; do
+    while [ "${#pooled_name[@]}" -ge "$integration_jobs" ]; do
+        wait_for_a_pooled_script
+    done
+    log_file="$integration_logs/${script##*/}.log"
+    run_integration_script "$script" >"$log_file" 2>&1 &
+    pooled_log[$!]="$log_file"
+    pooled_name[$!]="integration/${script##*/}"
+    pooled_begin[$!]=$SECONDS
+done
+while [ "${#pooled_name[@]}" -gt 0 ]; do
+    wait_for_a_pooled_script
+done
+trap - INT TERM
+rm -rf "$integration_logs"
 
 summary
 [ "${#failed[@]}" -eq 0 ]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# parley-test: run-alone (scripts/test.sh runs it by itself: it measures time, memory or many connections)
 """PostgreSQL crashes (`pg_ctl stop -m immediate`) under a running `parley serve`: every request
 that needs the database is answered at once (< 1 s) with its documented error instead of after
 the pool's wait timeout (docs/realtime-protocol.md: `unavailable`, close 1013 during `hello`,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# parley-test: run-alone (scripts/test.sh runs it by itself: it measures time, memory or many connections)
 """10,000 concurrent idle authenticated connections on one server stay connected and are pinged:
 every connection says hello and gets welcome, then idles for several ping intervals while the
 server's WebSocket pings keep it alive (the client never pings and never sends), and every

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# parley-test: run-alone (scripts/test.sh runs it by itself: it measures time, memory or many connections)
 """HTTPS and WSS served by Parley itself (issue 16), against a CA this test makes with openssl.
 
 One server with two certificates (a.parley.test, b.parley.test) on a TLS port beside the plain
