@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs every Parley test suite; exits non-zero if any fails. Suites, in order:
-#   build         swift build -c release --build-tests (the binaries the checks and integration
-#                 tests use, and the XCTest bundle)
+#   build         swift build -c release --build-tests -Xswiftc -enable-testing (the binaries the
+#                 checks and integration tests use, and the XCTest bundle)
 #   swift-test    swift test -c release --skip-build (all XCTest targets; extra arguments go to
 #                 swift test)
 #   no-foundation no Foundation/FoundationEssentials/NIO import under Sources/ (except the
@@ -92,7 +92,8 @@ esac
 
 build_release() {
     if [ "$xctest_configuration" = release ]; then
-        swift build -c release --build-tests
+        # Release builds compile for testing (@testable) only when asked.
+        swift build -c release --build-tests -Xswiftc -enable-testing
     else
         swift build -c release --product parley && swift build -c release --product parley-chat
     fi
