@@ -237,7 +237,7 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         let ready = WaitUntil.holds(timeout: .seconds(90), interval: .milliseconds(100)) {
             guard process.isRunning else { return true }
             if port == 0, let text = try? String(contentsOf: portFile, encoding: .utf8) {
-                port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                port = Int(text.prefix { $0 != "\n" }) ?? 0
             }
             return port != 0 && (try? TestHTTPClient(port: port).request("GET", "/ready"))?.status == 200
         } && process.isRunning
