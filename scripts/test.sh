@@ -184,6 +184,7 @@ export PATH
 integration_jobs="$(parley_int_setting PARLEY_TEST_JOBS 3 1 16)" || exit 1
 integration_logs="$(mktemp -d "${TMPDIR:-/tmp}/parley-integration-XXXXXX")"
 pooled=()
+pooled_later=()
 alone=()
 shopt -s nullglob
 for script in Tests/integration/*.sh Tests/integration/*.py; do
@@ -191,11 +192,16 @@ for script in Tests/integration/*.sh Tests/integration/*.py; do
         echo "warning: $script is not executable; skipped (chmod +x it to run it)"
     elif grep -q '^# parley-test: run-alone' "$script"; then
         alone+=("$script")
-    else
+    elif grep -q '^# parley-test: start-first' "$script"; then
         pooled+=("$script")
+    else
+        pooled_later+=("$script")
     fi
 done
 shopt -u nullglob
+# The longest scripts (marked `# parley-test: start-first`) start first, so that the pool's
+# last minutes are not one long script running alone.
+pooled+=("${pooled_later[@]+"${pooled_later[@]}"}")
 
 # Scripts marked `# parley-test: run-alone` (they measure memory, time or many connections) run one
 # at a time first; the rest run PARLEY_TEST_JOBS at once (default 3), each one's output kept in its

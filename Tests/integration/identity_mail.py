@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# parley-test: start-first (one of the longest scripts: scripts/test.sh starts it first in its pool)
 """Email verification and password reset end to end: `parley serve` with --verify-user-emails
 and --prevent-login-with-unverified-email mails through the aiosmtpd stand-in; the mailed links
 are followed in headless Chromium (Debian's chromium and chromium-driver, driven by Selenium),

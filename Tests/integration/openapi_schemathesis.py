@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# parley-test: start-first (one of the longest scripts: scripts/test.sh starts it first in its pool)
 """docs/openapi.yaml against a live `parley serve` with schemathesis: no request may answer 5xx
 and every answer must match the description.
 

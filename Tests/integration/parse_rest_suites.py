@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# parley-test: start-first (one of the longest scripts: scripts/test.sh starts it first in its pool)
 """The Python Parse client's own test suites (qs-parse-rest, import name `parse_rest`:
 `parse_rest/tests.py` and `parse_rest/test_relations.py`), run unmodified against a real
 `parley serve` with an embedded PostgreSQL.
