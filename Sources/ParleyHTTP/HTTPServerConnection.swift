@@ -27,6 +27,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         var http10 = false
         /// The body being sent: this slot's head is written and it stays first until the stream ends.
         var stream: OutgoingStream?
+        /// The file region being sent with `sendfile` (instead of `stream`).
+        var file: OutgoingFile?
 
         init(
             sequence: UInt64, method: HTTPMethod?, route: Route?, response: HTTPResponse?, keepAlive: Bool, started: UInt64,
@@ -51,6 +53,15 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         let next: @Sendable () async throws -> [UInt8]?
         var machine: HTTPResponseStreamStateMachine
     }
+
+    /// A file region being sent: the next offset to send from.
+    private struct OutgoingFile {
+        let region: FileRegion
+        var offset: Int
+    }
+
+    /// Bytes offered to one `sendfile` call.
+    static let sendFileChunk = 1 << 20
 
     /// Queued output below which the next chunk of a streamed body is pulled.
     static let streamLowWater = 256 << 10
@@ -599,7 +610,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             connection.pauseReading()
         }
         let index = Int(sequence - slots[0].sequence)
-        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response, slots[index].stream == nil else {
+        guard index < slots.count, slots[index].sequence == sequence, case .none = slots[index].response, slots[index].stream == nil,
+              slots[index].file == nil else {
             return
         }
         guard index == 0, !slots[0].upgradePending else {
@@ -661,6 +673,21 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         let fields = context.serializedFields(of: response.headers, switching: response.status.code == 101)
         let asksToClose = fields?.asksToClose ?? response.headers.containsToken("close", inField: "connection")
         var keepAlive = requested && !(closing && last) && !asksToClose
+        var response = response
+        if case .file(let region, let fallback) = response.body, response.status.allowsContent {
+            guard connection.tlsSession == nil else {
+                response.body = .stream(length: region.range.count, next: fallback)
+                return send(response, sequence: sequence, method: method, route: route, keepAlive: requested, started: started, http10: http10)
+            }
+            write(response, keepAlive: keepAlive, headRequest: method == .head, fields: fields)
+            if let observer = context.observer { report(method: method, route: route, started: started, status: response.status, to: observer) }
+            guard method != .head, !region.range.isEmpty else { return sent(keepAlive: keepAlive) }
+            var slot = Slot(sequence: sequence, method: method, route: route, response: nil, keepAlive: keepAlive, started: started)
+            slot.file = OutgoingFile(region: region, offset: region.range.lowerBound)
+            slots.insert(slot, at: 0)
+            sendFileIfPossible()
+            return false
+        }
         if case .stream(let length, let next) = response.body, response.status.allowsContent {
             let closeDelimited = length == nil && http10
             if closeDelimited { keepAlive = false }
@@ -683,6 +710,7 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
     /// Asks the stream first in the queue for its next chunk when its machine says so (room in
     /// the output queue, no pull in flight); `connectionDidDrain` asks again.
     private func pullStreamIfPossible() {
+        if !slots.isEmpty, slots[0].file != nil { return sendFileIfPossible() }
         guard !closed, !slots.isEmpty, slots[0].stream != nil else { return }
         let action = slots[0].stream!.machine.outputQueued(connection.pendingOutboundBytes, lowWater: HTTPServerConnection.streamLowWater)
         perform(action)
@@ -730,6 +758,32 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             }
         case .abort(let reason):
             abortStream(reason)
+        }
+    }
+
+    /// Sends the file region first in the queue while the socket takes it; `connectionDidDrain`
+    /// calls again once it has room.
+    private func sendFileIfPossible() {
+        while !closed, !slots.isEmpty, let file = slots[0].file {
+            let remaining = file.region.range.upperBound - file.offset
+            if remaining == 0 {
+                let slot = removeFirstSlot()
+                if sent(keepAlive: slot.keepAlive) {
+                    writeReadyResponses()
+                } else {
+                    finishWriting()
+                }
+                return
+            }
+            switch connection.writeFile(file.region.fd, offset: file.offset, count: min(remaining, Self.sendFileChunk)) {
+            case .wrote(let count):
+                slots[0].file!.offset += count
+                if count < min(remaining, Self.sendFileChunk) { return }
+            case .endOfFile:
+                return abortStream("the file ended \(remaining) bytes short of its Content-Length")
+            case .failed:
+                return
+            }
         }
     }
 

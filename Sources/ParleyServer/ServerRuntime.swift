@@ -103,7 +103,7 @@ public final class ServerRuntime: Sendable {
                                                    pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() }),
                                                    allowClientClassCreation: config.allowClientClassCreation),
                          accounts: accounts, cloud: cloud,
-                         files: ParseFiles(storage: try DiskFileStorage(directory: config.files.directory, pool: blockingPool),
+                         files: ParseFiles(storage: try Self.fileStorage(config.files, group: group, blockingPool: blockingPool),
                                            maxUploadBytes: config.files.maxUploadBytes,
                                            upload: .init(enableForPublic: config.files.enableForPublic,
                                                          enableForAuthenticatedUser: config.files.enableForAuthenticatedUser)),
@@ -262,5 +262,11 @@ public final class ServerRuntime: Sendable {
         } catch {
             logger.error("embedded PostgreSQL did not stop cleanly", [("error", "\(error)")])
         }
+    }
+
+    /// The storage `--files-storage` names: an S3-compatible bucket, or the files directory.
+    static func fileStorage(_ settings: FileSettings, group: EventLoopGroup, blockingPool: BlockingPool) throws -> any FileStorage {
+        if let s3 = settings.s3 { return S3FileStorage(settings: s3, group: group, blockingPool: blockingPool) }
+        return try DiskFileStorage(directory: settings.directory, pool: blockingPool)
     }
 }
