@@ -16,11 +16,14 @@ public struct S3FileStorage: FileStorage {
     /// The wall clock in seconds, for `x-amz-date` (a test may fix it).
     let now: @Sendable () -> Int
 
-    /// Uses its own HTTP client on `group`, sized for one part per request.
-    public init(settings: S3Settings, group: EventLoopGroup, blockingPool: BlockingPool, now: @escaping @Sendable () -> Int = { Int(time(nil)) }) {
+    /// Uses its own HTTP client on `group`, sized for one part per request; `https` endpoints
+    /// are verified against `tlsCAFile` (nil: the system store).
+    public init(settings: S3Settings, group: EventLoopGroup, blockingPool: BlockingPool, tlsCAFile: String? = nil,
+                now: @escaping @Sendable () -> Int = { Int(time(nil)) }) {
         self.settings = settings
         var configuration = HTTPClient.Configuration(requestTimeout: settings.requestTimeout, maxRequestBytes: settings.partBytes + (64 << 10),
-                                                     responseLimits: .init(maxBodyBytes: max(settings.readChunkBytes, 1 << 20)))
+                                                     responseLimits: .init(maxBodyBytes: max(settings.readChunkBytes, 1 << 20)),
+                                                     tlsCAFile: tlsCAFile)
         configuration.maxConnectionsPerHost = 16
         client = HTTPClient(group: group, configuration: configuration, blockingPool: blockingPool)
         signer = S3Signer(accessKey: settings.accessKey, secretKey: settings.secretKey, region: settings.region)

@@ -103,7 +103,7 @@ public final class ServerRuntime: Sendable {
                                                    pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() }),
                                                    allowClientClassCreation: config.allowClientClassCreation),
                          accounts: accounts, cloud: cloud,
-                         files: ParseFiles(storage: try Self.fileStorage(config.files, group: group, blockingPool: blockingPool),
+                         files: ParseFiles(storage: try Self.fileStorage(config.files, group: group, blockingPool: blockingPool, tlsCAFile: config.tlsCAFile),
                                            maxUploadBytes: config.files.maxUploadBytes,
                                            upload: .init(enableForPublic: config.files.enableForPublic,
                                                          enableForAuthenticatedUser: config.files.enableForAuthenticatedUser)),
@@ -265,8 +265,8 @@ public final class ServerRuntime: Sendable {
     }
 
     /// The storage `--files-storage` names: an S3-compatible bucket, or the files directory.
-    static func fileStorage(_ settings: FileSettings, group: EventLoopGroup, blockingPool: BlockingPool) throws -> any FileStorage {
-        if let s3 = settings.s3 { return S3FileStorage(settings: s3, group: group, blockingPool: blockingPool) }
+    static func fileStorage(_ settings: FileSettings, group: EventLoopGroup, blockingPool: BlockingPool, tlsCAFile: String?) throws -> any FileStorage {
+        if let s3 = settings.s3 { return S3FileStorage(settings: s3, group: group, blockingPool: blockingPool, tlsCAFile: tlsCAFile) }
         return try DiskFileStorage(directory: settings.directory, pool: blockingPool)
     }
 }
