@@ -11,9 +11,6 @@ import ParleyNet
 public struct DiskFileStorage: FileStorage {
     public let directory: String
     let pool: BlockingPool
-    /// An upload's body is gathered into writes of at least this many bytes (one blocking-pool
-    /// job each).
-    public static let writeChunkBytes = 256 * 1024
     /// Bytes read per chunk of a download.
     public static let readChunkBytes = 256 * 1024
 
@@ -49,8 +46,6 @@ public struct DiskFileStorage: FileStorage {
             return fd
         }
         var size = 0
-        var pending: [UInt8] = []
-        var written = 0
         do {
             while true {
                 let chunk: [UInt8]?
@@ -58,25 +53,11 @@ public struct DiskFileStorage: FileStorage {
                 guard let chunk else { break }
                 size += chunk.count
                 guard size <= maxBytes else { throw FileError.tooLarge(maxBytes: maxBytes) }
-                if pending.isEmpty && chunk.count >= Self.writeChunkBytes {
-                    let offset = written
-                    written += chunk.count
-                    try await blocking { () throws(FileError) in try Self.writeAll(fd, chunk, at: offset) }
-                    continue
-                }
-                pending.append(contentsOf: chunk)
-                if pending.count >= Self.writeChunkBytes {
-                    let bytes = pending, offset = written
-                    pending.removeAll(keepingCapacity: true)
-                    written += bytes.count
-                    try await blocking { () throws(FileError) in try Self.writeAll(fd, bytes, at: offset) }
-                }
+                if chunk.isEmpty { continue }
+                let offset = size - chunk.count
+                try await blocking { () throws(FileError) in try Self.writeAll(fd, chunk, at: offset) }
             }
             guard size > 0 else { throw FileError.empty }
-            if !pending.isEmpty {
-                let bytes = pending, offset = written
-                try await blocking { () throws(FileError) in try Self.writeAll(fd, bytes, at: offset) }
-            }
             let final = path(name)
             try await blocking { () throws(FileError) in
                 guard fdatasync(fd) == 0 else { throw .storage("fdatasync: errno \(errno)") }

@@ -282,7 +282,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
         parsingPaused = false
         let input = pendingInput
         pendingInput = []
-        if !input.isEmpty {
+        // Also with no input left mid-body: a pause on a body's last chunk still owes its `.end`.
+        if !input.isEmpty || parserPhase == .body {
             input.withUnsafeBytes { parse($0) }
         }
         if peerClosed, !parsingPaused, !closed {
