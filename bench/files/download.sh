@@ -24,7 +24,11 @@ files_dir="$work/parley-data/files"
 
 nginx_port="$(free_port)"
 mkdir -p "$work/nginx"
+# Parley's files are 0640 in a 0750 directory: nginx's workers read them as the user running this.
+user_directive=""
+[ "$(id -u)" -eq 0 ] && user_directive="user root;"
 cat >"$work/nginx/nginx.conf" <<CONF
+$user_directive
 worker_processes 2;
 daemon off;
 pid $work/nginx/nginx.pid;

@@ -3,17 +3,19 @@
 # storage: streamed to a temporary file, fdatasync, rename), 4 at a time with curl, against
 # `dd` writing the same number of 10 MB files (conv=fdatasync, 4 at a time) into the same
 # directory; BENCH_ROUNDS rounds, medians, the Parley/dd throughput ratio (target >= 0.5x).
-# Then 100 concurrent 10 MB uploads and Parley's peak RSS (VmHWM) before and after.
+# Then BENCH_CONCURRENT (default 100) concurrent 10 MB uploads and Parley's peak RSS (VmHWM).
 # Uploaded files are removed after each round. Loopback only; everything started is stopped.
 #
 # Usage: bench/files/upload.sh [--no-build]
-# Environment: BENCH_ROUNDS (1-10, default 3), BENCH_UPLOADS (4-1000, default 100).
+# Environment: BENCH_ROUNDS (1-10, default 3), BENCH_UPLOADS (4-1000, default 100),
+# BENCH_CONCURRENT (1-200, default 100).
 # The report also goes to bench/results/files-upload-<time>.txt (not committed).
 set -euo pipefail
 PARLEY_SCRIPT=bench-files-upload
 # shellcheck source=bench/files/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 uploads=$(parley_int_setting BENCH_UPLOADS 100 4 1000)
+concurrent=$(parley_int_setting BENCH_CONCURRENT 100 1 200)
 for tool in curl python3 dd xargs; do command -v "$tool" >/dev/null 2>&1 || die "$tool not found"; done
 
 start_parley --body-timeout 300s --max-upload-size 20971520
@@ -57,11 +59,11 @@ say "$(awk -v p="$p" -v d="$d" 'BEGIN { printf "ratio parley/dd: %.2fx (target >
 
 before="$(vm_hwm_kib "$parley_pid")"
 start=$(now_ms)
-seq 1 100 | xargs -P100 -I{} bash -c 'upload_one c{}'
+seq 1 "$concurrent" | xargs -P"$concurrent" -I{} bash -c 'upload_one c{}'
 elapsed=$(( $(now_ms) - start ))
 after="$(vm_hwm_kib "$parley_pid")"
 stored="$(find "$files_dir" -mindepth 1 -maxdepth 1 -name '*_uploadc*' | wc -l)"
-say "100 concurrent 10 MB uploads: $stored stored in ${elapsed} ms; Parley VmHWM $((before / 1024)) MiB before, $((after / 1024)) MiB after"
+say "$concurrent concurrent 10 MB uploads: $stored stored in ${elapsed} ms; Parley VmHWM $((before / 1024)) MiB before, $((after / 1024)) MiB after"
 clear_files
 mkdir -p bench/results
 cp "$report" "bench/results/files-upload-$(date -u +%Y%m%dT%H%M%SZ).txt"
