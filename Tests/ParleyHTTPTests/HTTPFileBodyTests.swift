@@ -19,7 +19,10 @@ final class HTTPFileBodyTests: XCTestCase {
         group = try EventLoopGroup(threads: 1)
         path = NSTemporaryDirectory() + "parley-file-body-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         // 20 MiB: more than the socket buffers take, so the sender waits for room many times.
-        bytes = (0..<(20 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        bytes = [UInt8](repeating: 0, count: 20 << 20)
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
+        }
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
     }
 
