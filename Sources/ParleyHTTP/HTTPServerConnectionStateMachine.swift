@@ -68,23 +68,24 @@ struct HTTPServerConnectionStateMachine {
         let started: UInt64
     }
 
-    /// What the executor must do, in order.
+    /// What the executor must do, in order. Cases carrying a request or response are boxed, so
+    /// that the action (moved a few times per request) stays a few words long.
     enum Action {
         /// Write the response (its head only when the body streams) and report it.
-        case write(HTTPResponse, Write)
+        indirect case write(HTTPResponse, Write)
         /// Write a `constant` route's answer and report it.
         case writeConstant(ConstantResponse, Write)
         /// Write these bytes (`100 Continue`, a framed chunk of a streamed response).
         case writeBytes([UInt8])
         /// Run an inline handler now; answer with `inlineAnswered`.
-        case callInline(HTTPInlineHandler, HTTPRequest, Route, PathParameters)
+        indirect case callInline(HTTPInlineHandler, HTTPRequest, Route, PathParameters)
         /// Run an inline attempt now (its responder answers `sequence`); answer with `attemptFinished`.
-        case attemptInline(HTTPInlineAttempt, HTTPRequest, sequence: UInt64)
+        indirect case attemptInline(HTTPInlineAttempt, HTTPRequest, sequence: UInt64)
         /// Start an async handler; its response comes back through `handlerAnswered(sequence)`.
-        case callAsync(HTTPHandler, HTTPRequest, Route, PathParameters, sequence: UInt64)
+        indirect case callAsync(HTTPHandler, HTTPRequest, Route, PathParameters, sequence: UInt64)
         /// Make the body stream of a streaming route (answer with `bodyStreamCreated`), then start
         /// its handler with it, as for `callAsync`.
-        case startStreamedHandler(HTTPHandler, HTTPRequestHead, Route, PathParameters, sequence: UInt64)
+        indirect case startStreamedHandler(HTTPHandler, HTTPRequestHead, Route, PathParameters, sequence: UInt64)
         /// Append these body bytes to the stream; answer with `bodyDelivered` and what `append` returned.
         case deliverBody(HTTPRequestBodyStream, [UInt8])
         /// The streamed body ended.
@@ -94,7 +95,7 @@ struct HTTPServerConnectionStateMachine {
         /// Call the streamed response's producer once; report with `responseChunk`.
         case pullResponseChunk(@Sendable () async throws -> [UInt8]?)
         /// Ask the upgrade route; answer with `upgradeDecided`.
-        case upgrade(HTTPUpgradeHandler, HTTPRequest, Route, PathParameters)
+        indirect case upgrade(HTTPUpgradeHandler, HTTPRequest, Route, PathParameters)
         /// Hand the connection to `handler`, first giving it the bytes read past the upgrade request.
         case handOver(any ConnectionHandler, leftover: [UInt8])
         case pauseReading
@@ -258,7 +259,7 @@ struct HTTPServerConnectionStateMachine {
             if let action = popAction() { return action }
             guard lifecycle != .closed, pendingCall == nil else { return nil }
             if pullStreamIfPossible() { continue }
-            if readsPaused, !parsing, canResume() {
+            if readsPaused, canResume() {
                 readsPaused = false
                 resuming = true
             }
@@ -274,14 +275,6 @@ struct HTTPServerConnectionStateMachine {
             } else {
                 return nil
             }
-        }
-    }
-
-    /// Runs every action through `perform` (for tests and events without input).
-    mutating func drain(now: UInt64 = 0, outbound: Int = 0, _ perform: (inout Self, Action) -> Void) {
-        var offset = 0
-        while let action = next(UnsafeRawBufferPointer(start: nil, count: 0), offset: &offset, now: now, outbound: outbound) {
-            perform(&self, action)
         }
     }
 

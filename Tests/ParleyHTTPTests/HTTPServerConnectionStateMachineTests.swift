@@ -177,6 +177,28 @@ final class HTTPServerConnectionStateMachineTests: XCTestCase {
         XCTAssertEqual(driver.machine.heldBytes, 0)
     }
 
+    func testFloodOfPipelinedRequestsIsReadInBoundedBatches() {
+        let driver = Driver(Self.routes, pipeline: 4)
+        _ = driver.take()
+        let request = "GET /async HTTP/1.1\r\n\r\n"
+        driver.read(String(repeating: request, count: 1000))
+        XCTAssertEqual(driver.take().filter { $0.hasPrefix("async") }.count, 4, "no more than the bound is started")
+        XCTAssertEqual(driver.machine.slots.count, 4)
+        XCTAssertEqual(driver.machine.heldBytes, 996 * request.utf8.count)
+        var answered: UInt64 = 0
+        var written = 0
+        while answered < 1000 {
+            driver.answer(answered)
+            answered += 1
+            let actions = driver.take()
+            written += actions.filter { $0.hasPrefix("write 200") }.count
+            XCTAssertLessThanOrEqual(driver.machine.slots.count, 4)
+        }
+        XCTAssertEqual(written, 1000, "every request answered, in order")
+        XCTAssertEqual(driver.machine.heldBytes, 0)
+        XCTAssertFalse(driver.machine.readsPaused)
+    }
+
     func testOutputBacklogPausesReadingUntilItDrains() {
         let driver = Driver(Self.routes)
         _ = driver.take()
