@@ -121,8 +121,9 @@ public final class HTTPRequestBodyStream: Sendable {
 
     /// Appends body bytes (connection side); returns true when the connection must stop reading
     /// until `resumeReading` is called.
-    func append(_ chunk: [UInt8]) -> Bool {
-        guard !chunk.isEmpty else { return false }
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !bytes.isEmpty else { return false }
+        let chunk = Array(bytes)
         let (waiter, hold): (CheckedContinuation<[UInt8]?, any Error>?, Bool) = state.withLock { state in
             guard state.failure == nil, !state.finished else { return (nil, false) }
             if let waiter = state.waiter.take() { return (waiter, false) }

@@ -1,35 +1,109 @@
 import ParleyNet
 
-/// One HTTP/1.1 server connection as a sans-I/O state machine: bytes and events go in, actions
-/// come out (write, call a handler, deliver a body chunk, pause or resume reads, arm a deadline,
-/// upgrade, close). It owns the parser, the queue of requests awaiting their responses (in request
-/// order, bounded by `maxPipelinedRequests`), the request whose body is arriving, the input held
-/// back while reads are paused, keep-alive and the `100 Continue` rule. It reads no clock and
-/// touches no socket: the executor (`HTTPServerConnection`) passes the loop's time and the queued
-/// output with each `next` call and reports what its actions returned.
-///
-/// Protocol: after an event (or on reading bytes), call `next` until it returns nil, running each
-/// action before asking for the next. An action that asks for an answer (`callInline`,
-/// `attemptInline`, `startStreamedHandler`, `deliverBody`, `upgrade`) must be answered with its
-/// event (`inlineAnswered`, `attemptFinished`, `bodyStreamCreated`, `bodyDelivered`,
-/// `upgradeDecided`) before `next` is called again.
-struct HTTPServerConnectionStateMachine {
-    /// What the machine needs from the server's configuration.
-    struct Configuration {
-        var routes: RouteTable
-        var parserLimits: HTTPParserLimits
-        var maxBodyBytes: Int
-        /// The answer to a body over its limit on a route without its own.
-        var bodyTooLarge: HTTPResponse
-        var maxPipelinedRequests: Int
-        /// Queued output above which the next request is not read.
-        var outboundHighWater: Int
-        /// Queued output below which the next chunk of a streamed response is pulled.
-        var streamLowWater: Int
-        var idleTimeout: UInt64
-        var headerTimeout: UInt64
-        var bodyTimeout: UInt64
+/// What a server connection's state machine asks its executor to do. Most actions need no
+/// answer (`perform`); the others are methods returning what the executor got (an inline
+/// handler's response, an upgrade decision). The machine owns its output (a generic parameter),
+/// so the compiler specializes these calls: no action queue, no allocation per request.
+protocol HTTPServerConnectionOutput {
+    /// The loop's time of the current turn (the machine reads no clock).
+    var now: UInt64 { get }
+    /// Bytes queued on the socket and not yet written.
+    var outboundBytes: Int { get }
+    /// Carries out an action that needs no answer.
+    mutating func perform(_ action: HTTPServerConnectionAction)
+    /// Writes a `constant` route's answer and reports it (an action of its own: the hot path,
+    /// passed without copying the answer).
+    mutating func writeConstant(_ constant: ConstantResponse, _ write: HTTPServerConnectionAction.Write)
+    /// Runs an inline handler now.
+    mutating func callInline(_ handler: HTTPInlineHandler, _ request: HTTPRequest, route: Route, parameters: PathParameters) -> HTTPResponse
+    /// Runs an inline attempt now; its responder answers `sequence`, possibly at once (`answer`).
+    mutating func attemptInline(_ attempt: HTTPInlineAttempt, _ request: HTTPRequest, sequence: UInt64) -> (taken: Bool, answer: HTTPResponse?)
+    /// Makes the body stream of a streaming route and starts its handler with it (its response
+    /// comes back through `handlerAnswered(sequence)`).
+    mutating func startStreamedHandler(
+        _ handler: @escaping HTTPHandler, _ head: HTTPRequestHead, route: Route, parameters: PathParameters, sequence: UInt64
+    ) -> HTTPRequestBodyStream
+    /// Appends body bytes to a streamed body; true when reads must pause until its consumer catches up.
+    mutating func deliver(_ chunk: UnsafeRawBufferPointer, to stream: HTTPRequestBodyStream) -> Bool
+    /// Asks an upgrade route.
+    mutating func upgrade(_ handler: HTTPUpgradeHandler, _ request: HTTPRequest, route: Route, parameters: PathParameters) -> HTTPUpgradeAction
+}
+
+/// An action of `HTTPServerConnectionStateMachine` that needs no answer.
+enum HTTPServerConnectionAction {
+    /// What a response write reports to the observer, and how the response is framed.
+    struct Write {
+        var keepAlive: Bool
+        var headRequest: Bool
+        /// An HTTP/1.0 stream of unknown length: sent until the connection closes.
+        var closeDelimited = false
+        /// The response's fields may come from the loop's cache (false for a `101` of an upgrade).
+        var cachesFields = true
+        let method: HTTPMethod?
+        /// Unowned: routes live as long as the route table the machine holds, and a write is
+        /// carried out at once.
+        unowned(unsafe) let route: Route?
+        let started: UInt64
     }
+
+    /// Write the response (its head only when the body streams) and report it.
+    case write(HTTPResponse, Write)
+    /// Write these bytes (`100 Continue`, a framed chunk of a streamed response).
+    case writeBytes([UInt8])
+    /// Start an async handler; its response comes back through `handlerAnswered(sequence)`.
+    case callAsync(HTTPHandler, HTTPRequest, Route, PathParameters, sequence: UInt64)
+    /// The streamed request body ended.
+    case finishBody(HTTPRequestBodyStream)
+    /// The streamed request body stopped early.
+    case failBody(HTTPRequestBodyStream, HTTPRequestBodyError)
+    /// Call the streamed response's producer once; its result comes back through `responseChunk`.
+    case pullResponseChunk(@Sendable () async throws -> [UInt8]?)
+    /// Hand the connection to `handler`, first giving it the bytes read past the upgrade request.
+    case handOver(any ConnectionHandler, leftover: [UInt8])
+    case pauseReading
+    case resumeReading
+    /// Arm the deadline this many nanoseconds from now (the machine's `deadline` says which).
+    case startDeadline(UInt64)
+    /// Close the connection once queued output is written.
+    case close
+    /// The connection closes after this error answer (for the log).
+    case closingAfter(HTTPStatus)
+    /// A streamed response failed after its head went out (for the log); the connection closes.
+    case responseStreamFailed(String)
+}
+
+/// What a server connection's state machine needs from the server's configuration.
+struct HTTPServerConnectionConfiguration {
+    var routes: RouteTable
+    var parserLimits: HTTPParserLimits
+    var maxBodyBytes: Int
+    /// The answer to a body over its limit on a route without its own.
+    var bodyTooLarge: HTTPResponse
+    var maxPipelinedRequests: Int
+    /// Queued output above which the next request is not read.
+    var outboundHighWater: Int
+    /// Queued output below which the next chunk of a streamed response is pulled.
+    var streamLowWater: Int
+    var idleTimeout: UInt64
+    var headerTimeout: UInt64
+    var bodyTimeout: UInt64
+}
+
+/// One HTTP/1.1 server connection as a sans-I/O state machine: bytes and events go in, actions
+/// go out to its `Output` (write, call a handler, deliver a body chunk, pause or resume reads,
+/// arm a deadline, upgrade, close). It owns the parser, the queue of requests awaiting their
+/// responses (in request order, bounded by `maxPipelinedRequests`), the request whose body is
+/// arriving, the input held back while reads are paused, keep-alive and the `100 Continue`
+/// rule. It reads no clock and touches no socket: the time and the queued output come from
+/// the output (`HTTPServerConnection`'s executor on a real connection, a recorder in tests).
+///
+/// A request whose response is ready when it has been read and nothing is queued before it (an
+/// inline route, a 404) is answered at once, without entering the queue.
+struct HTTPServerConnectionStateMachine<Output: HTTPServerConnectionOutput> {
+    typealias Action = HTTPServerConnectionAction
+    typealias Write = HTTPServerConnectionAction.Write
+
+    typealias Configuration = HTTPServerConnectionConfiguration
 
     /// Where the connection stands as a whole.
     enum Lifecycle: Equatable {
@@ -55,61 +129,6 @@ struct HTTPServerConnectionStateMachine {
         case body
     }
 
-    /// What a response write reports to the observer, and how the response is framed.
-    struct Write {
-        var keepAlive: Bool
-        var headRequest: Bool
-        /// An HTTP/1.0 stream of unknown length: sent until the connection closes.
-        var closeDelimited = false
-        /// The response's fields may come from the loop's cache (false for a `101` of an upgrade).
-        var cachesFields = true
-        let method: HTTPMethod?
-        let route: Route?
-        let started: UInt64
-    }
-
-    /// What the executor must do, in order. Cases carrying a request or response are boxed, so
-    /// that the action (moved a few times per request) stays a few words long.
-    enum Action {
-        /// Write the response (its head only when the body streams) and report it.
-        indirect case write(HTTPResponse, Write)
-        /// Write a `constant` route's answer and report it.
-        case writeConstant(ConstantResponse, Write)
-        /// Write these bytes (`100 Continue`, a framed chunk of a streamed response).
-        case writeBytes([UInt8])
-        /// Run an inline handler now; answer with `inlineAnswered`.
-        indirect case callInline(HTTPInlineHandler, HTTPRequest, Route, PathParameters)
-        /// Run an inline attempt now (its responder answers `sequence`); answer with `attemptFinished`.
-        indirect case attemptInline(HTTPInlineAttempt, HTTPRequest, sequence: UInt64)
-        /// Start an async handler; its response comes back through `handlerAnswered(sequence)`.
-        indirect case callAsync(HTTPHandler, HTTPRequest, Route, PathParameters, sequence: UInt64)
-        /// Make the body stream of a streaming route (answer with `bodyStreamCreated`), then start
-        /// its handler with it, as for `callAsync`.
-        indirect case startStreamedHandler(HTTPHandler, HTTPRequestHead, Route, PathParameters, sequence: UInt64)
-        /// Append these body bytes to the stream; answer with `bodyDelivered` and what `append` returned.
-        case deliverBody(HTTPRequestBodyStream, [UInt8])
-        /// The streamed body ended.
-        case finishBody(HTTPRequestBodyStream)
-        /// The streamed body stopped early.
-        case failBody(HTTPRequestBodyStream, HTTPRequestBodyError)
-        /// Call the streamed response's producer once; report with `responseChunk`.
-        case pullResponseChunk(@Sendable () async throws -> [UInt8]?)
-        /// Ask the upgrade route; answer with `upgradeDecided`.
-        indirect case upgrade(HTTPUpgradeHandler, HTTPRequest, Route, PathParameters)
-        /// Hand the connection to `handler`, first giving it the bytes read past the upgrade request.
-        case handOver(any ConnectionHandler, leftover: [UInt8])
-        case pauseReading
-        case resumeReading
-        /// Arm the deadline this many nanoseconds from now (`deadline` says which).
-        case startDeadline(UInt64)
-        /// Close the connection once queued output is written.
-        case close
-        /// The connection closes after this error answer (for the log).
-        case closingAfter(HTTPStatus)
-        /// A streamed response failed after its head went out (for the log); the connection closes.
-        case responseStreamFailed(String)
-    }
-
     /// What a queued request is waiting for.
     enum SlotState {
         /// Its handler is running.
@@ -119,7 +138,7 @@ struct HTTPServerConnectionStateMachine {
         case constant(ConstantResponse)
         /// An upgrade request: its route decides once it is first in line.
         case upgrade(HTTPUpgradeHandler, HTTPRequest, Route, PathParameters)
-        /// The route is deciding (`upgrade` was emitted).
+        /// The route is deciding.
         case upgrading
         /// Its head is written and its body streams; it stays first until the stream ends.
         case streaming(OutgoingStream)
@@ -168,25 +187,14 @@ struct HTTPServerConnectionStateMachine {
         var stream: HTTPRequestBodyStream?
     }
 
-    /// A synchronous call the machine waits on (an inline handler or attempt).
-    private struct PendingCall {
-        let sequence: UInt64
-        let method: HTTPMethod
-        let route: Route
-        let parameters: PathParameters
-        let keepAlive: Bool
-        let started: UInt64
-        let http10: Bool
-        /// The async handler an attempt falls back to.
-        let fallback: HTTPHandler?
-    }
-
     /// `100 Continue` for the request being read.
     private enum ContinueState {
         case notExpected, due, sent
     }
 
     let configuration: Configuration
+    /// Where the actions go.
+    var output: Output
     private(set) var lifecycle = Lifecycle.open
     private(set) var deadline = Deadline.none
     /// Requests read whose responses are not written yet, in request order.
@@ -199,32 +207,17 @@ struct HTTPServerConnectionStateMachine {
     private var continueState = ContinueState.notExpected
     /// The body of the `incoming` request on a buffered route.
     private var body: [UInt8] = []
-    /// Input held back while reads are paused or after an upgrade request; `heldOffset` bytes of it are parsed.
-    private var held: [UInt8] = []
-    private var heldOffset = 0
-    /// Bumped whenever `held` is dropped, so a parse of a taken-out copy does not put it back.
-    private var heldGeneration = 0
-    /// Bytes passed to `next` are being parsed (from `read` until they are used up).
-    private var reading = false
-    /// Held input is being parsed after reads resumed.
-    private var resuming = false
+    /// Input held back while reads are paused or after an upgrade request.
+    private(set) var held: [UInt8] = []
     /// Inside a parsing step: an upgrade waits until the input after its request is held.
     private var parsing = false
     private var quiescing = false
     /// The client half-closed: answer what it sent completely, then close.
     private var peerClosed = false
-    private var pendingCall: PendingCall?
-    /// The next action (most events have just one), then those queued after it, from
-    /// `actionIndex` (moved out as they are taken).
-    private var firstAction: Action?
-    private var actions: [Action?] = []
-    private var actionIndex = 0
-    /// The loop time and queued output of the current `next` call.
-    private var now: UInt64 = 0
-    private var outbound = 0
 
-    init(configuration: Configuration) {
+    init(configuration: Configuration, output: Output) {
         self.configuration = configuration
+        self.output = output
         parser = HTTPRequestParser(limits: configuration.parserLimits)
         updateDeadline()
     }
@@ -238,75 +231,36 @@ struct HTTPServerConnectionStateMachine {
 
     private var isClosing: Bool { lifecycle != .open }
 
-    /// Bytes held back (for tests and the upgrade's leftover).
-    var heldBytes: Int { held.count - heldOffset }
-
-    // MARK: - Driving
-
-    /// Bytes arrived: the following `next` calls parse them.
-    mutating func read() {
-        guard lifecycle == .open else { return }
-        reading = true
+    private var hasIncoming: Bool {
+        if case .none = incoming { return false }
+        return true
     }
-
-    /// The next action, or nil when there is nothing to do until the next event. `input` and
-    /// `offset` are the bytes of the last `read` (empty otherwise); `now` is the loop's time of
-    /// this turn and `outbound` the bytes queued on the socket.
-    mutating func next(_ input: UnsafeRawBufferPointer, offset: inout Int, now: UInt64, outbound: Int) -> Action? {
-        self.now = now
-        self.outbound = outbound
-        while true {
-            if let action = popAction() { return action }
-            guard lifecycle != .closed, pendingCall == nil else { return nil }
-            if pullStreamIfPossible() { continue }
-            if readsPaused, canResume() {
-                readsPaused = false
-                resuming = true
-            }
-            if resuming {
-                parseHeld()
-            } else if reading {
-                if parse(input, &offset, fromHeld: false) {
-                    reading = false
-                    // An upgrade request may be first in line now that its leftover bytes are held.
-                    if parserUpgraded { writeReadyResponses() }
-                    updateDeadline()
-                }
-            } else {
-                return nil
-            }
-        }
-    }
-
-    private mutating func emit(_ action: consuming Action) {
-        if firstAction == nil && actions.isEmpty {
-            firstAction = action
-        } else {
-            actions.append(action)
-        }
-    }
-
-    private mutating func popAction() -> Action? {
-        if let action = firstAction.take() { return action }
-        guard actionIndex < actions.count else { return nil }
-        let action = actions[actionIndex].take()
-        actionIndex += 1
-        if actionIndex == actions.count {
-            actions.removeAll(keepingCapacity: true)
-            actionIndex = 0
-        }
-        return action
-    }
-
-    private var hasActions: Bool { firstAction != nil || actionIndex < actions.count }
 
     // MARK: - Events
 
-    /// The socket has room again (its queued output drained).
-    mutating func outputDrained() {}
+    /// Bytes arrived.
+    mutating func read(_ bytes: UnsafeRawBufferPointer) {
+        guard lifecycle == .open else { return }
+        if readsPaused || parserUpgraded {
+            held.append(contentsOf: bytes)
+            output.perform(.pauseReading)
+            return
+        }
+        parse(bytes)
+        updateDeadline()
+    }
 
-    /// A streamed body's consumer took what was buffered: reads may resume (checked by `next`).
-    mutating func bodyStreamDrained() {}
+    /// The socket's queued output drained.
+    mutating func outputDrained() {
+        if readsPaused { resumeParsingIfPossible() }
+        pullStreamIfPossible()
+    }
+
+    /// A streamed body's consumer took what was buffered: read on.
+    mutating func bodyStreamDrained() {
+        guard lifecycle != .closed else { return }
+        resumeParsingIfPossible()
+    }
 
     /// The client half-closed the connection.
     mutating func peerClosedInput() {
@@ -327,7 +281,7 @@ struct HTTPServerConnectionStateMachine {
         default:
             stopReading()
             if slots.isEmpty {
-                emit(.close)
+                output.perform(.close)
             } else {
                 writeReadyResponses()
             }
@@ -338,13 +292,9 @@ struct HTTPServerConnectionStateMachine {
     /// The socket closed.
     mutating func connectionClosed() {
         lifecycle = .closed
-        firstAction = nil
-        actions.removeAll()
-        actionIndex = 0
-        pendingCall = nil
         slots.removeAll()
         dropIncoming(.incomplete)
-        dropHeld()
+        held = []
         deadline = .none
     }
 
@@ -356,7 +306,7 @@ struct HTTPServerConnectionStateMachine {
         switch kind {
         case .idle:
             stopReading()
-            emit(.close)
+            output.perform(.close)
         case .head, .body:
             fail(with: .plain(.requestTimeout), streamError: .timedOut)
         case .none:
@@ -370,14 +320,12 @@ struct HTTPServerConnectionStateMachine {
         if let current = incoming, current.sequence == sequence {
             // A streaming handler answered before its body ended: the rest is not read.
             incoming = nil
-            if let stream = current.stream { emit(.failBody(stream, .abandoned)) }
+            if let stream = current.stream { output.perform(.failBody(stream, .abandoned)) }
             stopReading()
             continueState = .notExpected
             readsPaused = false
-            resuming = false
-            reading = false
-            dropHeld()
-            emit(.pauseReading)
+            held = []
+            output.perform(.pauseReading)
         }
         let index = Int(sequence - slots[0].sequence)
         guard index < slots.count, slots[index].sequence == sequence, case .running = slots[index].state else { return }
@@ -385,6 +333,8 @@ struct HTTPServerConnectionStateMachine {
             slots[index].state = .ready(response)
             return
         }
+        // The front of the queue: written without storing the response in its slot, then
+        // whatever became ready behind it.
         let first = removeFirstSlot()
         guard send(response, first) else {
             finishWriting()
@@ -393,66 +343,9 @@ struct HTTPServerConnectionStateMachine {
         writeReadyResponses()
     }
 
-    /// The inline handler of `callInline` returned `response`; `request` is given back for its memory.
-    mutating func inlineAnswered(_ response: HTTPResponse, request: consuming HTTPRequest) {
-        guard let call = pendingCall.take() else { return }
-        parser.reuseHeadMemory(of: request)
-        answer(response, call)
-    }
-
-    /// The attempt of `attemptInline` returned `taken`, having answered at once with `answer` or
-    /// not; `request` is given back (for its memory, or for the fallback handler).
-    mutating func attemptFinished(taken: Bool, answer immediate: HTTPResponse?, request: consuming HTTPRequest) {
-        guard let call = pendingCall.take() else { return }
-        if let immediate {
-            answer(immediate, call)
-        } else {
-            slots.append(Slot(
-                sequence: call.sequence, method: call.method, route: call.route, keepAlive: call.keepAlive, started: call.started,
-                http10: call.http10, state: .running))
-        }
-        if taken {
-            parser.reuseHeadMemory(of: request)
-        } else if let fallback = call.fallback {
-            emit(.callAsync(fallback, request, call.route, call.parameters, sequence: call.sequence))
-        }
-    }
-
-    /// The stream asked for by `startStreamedHandler`.
-    mutating func bodyStreamCreated(_ stream: HTTPRequestBodyStream) {
-        incoming?.stream = stream
-    }
-
-    /// `deliverBody` was done; `holdsReads`: the stream's consumer is behind and reads pause.
-    mutating func bodyDelivered(holdsReads: Bool) {
-        guard holdsReads, lifecycle == .open else { return }
-        readsPaused = true
-        emit(.pauseReading)
-    }
-
-    /// The upgrade route decided.
-    mutating func upgradeDecided(_ decision: HTTPUpgradeAction) {
-        guard lifecycle != .closed, let first = slots.first, case .upgrading = first.state else { return }
-        switch decision {
-        case .accept(let response, let handler):
-            slots.removeAll()
-            lifecycle = .handedOver
-            deadline = .none
-            emit(.write(response, Write(
-                keepAlive: true, headRequest: false, cachesFields: false, method: first.method, route: first.route, started: first.started)))
-            let leftover = held.count > heldOffset ? Array(held[heldOffset...]) : []
-            dropHeld()
-            emit(.handOver(handler, leftover: leftover))
-        case .reject(let response):
-            slots[0].state = .ready(response)
-            slots[0].keepAlive = false
-            writeReadyResponses()
-        }
-    }
-
-    /// A chunk (nil: the end) or an error of the stream first in the queue.
+    /// A chunk (nil: the end) or an error of the streamed response first in the queue.
     mutating func responseChunk(_ result: Result<[UInt8]?, any Error>) {
-        guard lifecycle != .closed, let first = slots.first, case .streaming(var stream) = first.state else { return }
+        guard lifecycle != .closed, !slots.isEmpty, case .streaming(var stream) = slots[0].state else { return }
         let action: HTTPResponseStreamStateMachine.Action
         switch result {
         case .success(let chunk): action = stream.machine.received(chunk)
@@ -464,116 +357,65 @@ struct HTTPServerConnectionStateMachine {
 
     // MARK: - Reading
 
-    private func mustPauseBeforeNextRequest() -> Bool {
-        slots.count >= configuration.maxPipelinedRequests || outbound > configuration.outboundHighWater
-    }
-
-    private func canResume() -> Bool {
-        lifecycle == .open && !mustPauseBeforeNextRequest() && !(incoming?.stream?.isHoldingReads ?? false)
-    }
-
-    private mutating func hold(_ input: UnsafeRawBufferPointer, from offset: Int) {
-        guard offset < input.count else { return }
-        held.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
-    }
-
-    private mutating func dropHeld() {
-        held = []
-        heldOffset = 0
-        heldGeneration &+= 1
-    }
-
-    /// Parses held input after reads resumed; when it is used up (or parsing stops again), reads resume.
-    private mutating func parseHeld() {
-        let buffer = held
-        held = []
-        let generation = heldGeneration
-        var offset = heldOffset
-        let finished = buffer.withUnsafeBytes { parse($0, &offset, fromHeld: true) }
-        if generation == heldGeneration {
-            if offset >= buffer.count {
-                heldOffset = 0
-                held = []
-            } else {
-                heldOffset = offset
-                held = buffer
-            }
-        }
-        guard finished else { return }
-        resuming = false
+    private mutating func parse(_ input: UnsafeRawBufferPointer) {
+        parseEvents(input)
+        // An upgrade request may be at the front of the queue now that its leftover bytes are held.
         if parserUpgraded { writeReadyResponses() }
-        if peerClosed, !readsPaused, lifecycle != .closed {
-            finishAfterPeerClosed()
-            return
-        }
-        if !readsPaused, lifecycle == .open, !parserUpgraded {
-            emit(.resumeReading)
-        }
-        updateDeadline()
     }
 
-    /// Parses `input[offset...]` until an action is queued (false: call again) or the input is
-    /// used up or parsing stopped (true). Input not parsed while reads pause is held (unless it
-    /// is the held input itself).
-    private mutating func parse(_ input: UnsafeRawBufferPointer, _ offset: inout Int, fromHeld: Bool) -> Bool {
-        guard lifecycle == .open else { return true }
-        if readsPaused || parserUpgraded {
-            if !fromHeld {
-                // Bytes of a new read are held and reads stop (again); the rest of a read that
-                // paused them is only held.
-                if offset == 0 { emit(.pauseReading) }
-                hold(input, from: offset)
-                offset = input.count
-            }
-            return true
-        }
+    private mutating func parseEvents(_ input: UnsafeRawBufferPointer) {
         parsing = true
         defer { parsing = false }
+        var offset = 0
         do {
             while lifecycle == .open {
                 if parserPhase == .idle && mustPauseBeforeNextRequest() {
-                    if !fromHeld {
-                        hold(input, from: offset)
-                        offset = input.count
-                    }
+                    held.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
                     readsPaused = true
-                    emit(.pauseReading)
-                    return true
+                    output.perform(.pauseReading)
+                    return
                 }
                 let (step, consumed) = try parser.advance(in: UnsafeRawBufferPointer(rebasing: input[offset...]))
                 offset += consumed
                 switch step {
                 case .needMore:
-                    if parserUpgraded && !fromHeld {
-                        hold(input, from: offset)
-                        offset = input.count
-                        emit(.pauseReading)
+                    if parserUpgraded {
+                        held.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
+                        output.perform(.pauseReading)
                     }
-                    return true
+                    return
                 case .head:
                     let completed = parser.completedHead()
                     // The router, not the parser, picks the route: from the path bytes still in the parser.
                     let routes = configuration.routes
                     let match = parser.withCompletedPath { routes.match(completed.method, rawPath: $0) }
-                    if completed.hasBody {
+                    guard !completed.hasBody else {
                         receivedHead(parser.takeHead(), match: match)
-                    } else if case .found(let route, _) = match, let constant = route.constant {
-                        // Complete already: the head itself is not needed, no request value is made.
+                        continue
+                    }
+                    // Complete already: the parser's `.end` follows without using any input.
+                    if case .found(let route, _) = match, let constant = route.constant {
+                        // The head itself is not needed: no request value is made.
                         parser.discardHead()
                         try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
                         answer(constant, route: route, method: completed.method, keepAlive: completed.keepAlive,
                                isUpgrade: completed.isUpgrade, sequence: takeSequence())
-                    } else {
-                        let head = parser.takeHead()
-                        try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
-                        received(head, body: [], match: match, sequence: takeSequence(), started: now)
+                        continue
                     }
+                    let head = parser.takeHead()
+                    try expectEnd(UnsafeRawBufferPointer(rebasing: input[offset...]))
+                    received(head, body: [], match: match, sequence: takeSequence(), started: output.now)
                 case .body(let chunk):
-                    receivedBody(chunk)
+                    if receivedBody(chunk) {
+                        // A streamed body's consumer is behind: read on once it has caught up.
+                        held.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset...]))
+                        readsPaused = true
+                        output.perform(.pauseReading)
+                        return
+                    }
                 case .end:
                     receivedEnd()
                 }
-                if hasActions || pendingCall != nil { return false }
             }
         } catch {
             if error == .bodyTooLarge, let current = incoming {
@@ -582,7 +424,28 @@ struct HTTPServerConnectionStateMachine {
                 fail(with: .plain(error.status, error.description), streamError: .malformed(error))
             }
         }
-        return true
+    }
+
+    private func mustPauseBeforeNextRequest() -> Bool {
+        slots.count >= configuration.maxPipelinedRequests || output.outboundBytes > configuration.outboundHighWater
+    }
+
+    private mutating func resumeParsingIfPossible() {
+        guard readsPaused, !parsing, lifecycle == .open, !mustPauseBeforeNextRequest(),
+              !(incoming?.stream?.isHoldingReads ?? false) else { return }
+        readsPaused = false
+        let input = held
+        held = []
+        // Parsed even when empty: a body that ended with the read that paused ends now.
+        input.withUnsafeBytes { parse($0) }
+        if peerClosed, !readsPaused, lifecycle != .closed {
+            finishAfterPeerClosed()
+            return
+        }
+        if !readsPaused, lifecycle == .open, !parserUpgraded {
+            output.perform(.resumeReading)
+        }
+        updateDeadline()
     }
 
     /// Takes the `.end` that follows a bodiless head (it uses no input).
@@ -604,7 +467,7 @@ struct HTTPServerConnectionStateMachine {
     /// A head with a body: the body is read next (on a streaming route, while its handler runs).
     private mutating func receivedHead(_ head: HTTPRequestHead, match: RouteMatch) {
         let sequence = takeSequence()
-        let started = now
+        let started = output.now
         var route: Route?
         if case .found(let found, _) = match { route = found }
         let limit = route?.bodyLimit ?? configuration.maxBodyBytes
@@ -612,7 +475,7 @@ struct HTTPServerConnectionStateMachine {
         if case .contentLength(let length) = head.bodyFraming, length > limit {
             // 413 before any body byte; the body is never read.
             stopReading()
-            emit(.pauseReading)
+            output.perform(.pauseReading)
             enqueue(Slot(sequence: sequence, method: head.method, route: route, keepAlive: false, started: started, state: .ready(tooLarge)))
             return
         }
@@ -638,7 +501,7 @@ struct HTTPServerConnectionStateMachine {
                 slots.append(Slot(
                     sequence: sequence, method: head.method, route: route, keepAlive: head.keepAlive, started: started,
                     http10: head.version == .http1_0, state: .running))
-                emit(.startStreamedHandler(handler, head, route, parameters, sequence: sequence))
+                incoming?.stream = output.startStreamedHandler(handler, head, route: route, parameters: parameters, sequence: sequence)
             case .inline, .upgrade:
                 break
             }
@@ -651,25 +514,24 @@ struct HTTPServerConnectionStateMachine {
         }
     }
 
-    /// Body bytes of the `incoming` request.
-    private mutating func receivedBody(_ chunk: UnsafeRawBufferPointer) {
-        guard let current = incoming else { return }
+    /// Body bytes of the `incoming` request; returns true when reading must pause (a streamed
+    /// body's consumer is behind).
+    private mutating func receivedBody(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        guard let current = incoming else { return false }
         let received = current.received + chunk.count
         guard received <= current.limit else {
             fail(with: current.tooLarge, streamError: .tooLarge(limit: current.limit))
-            return
+            return false
         }
         incoming?.received = received
-        if let stream = current.stream {
-            if !chunk.isEmpty { emit(.deliverBody(stream, Array(chunk))) }
-        } else {
-            body.append(contentsOf: chunk)
-        }
+        if let stream = current.stream { return !chunk.isEmpty && output.deliver(chunk, to: stream) }
+        body.append(contentsOf: chunk)
+        return false
     }
 
     /// Forgets the request being read; a streamed body's handler learns why through its stream.
     private mutating func dropIncoming(_ reason: HTTPRequestBodyError) {
-        if let stream = incoming.take()?.stream { emit(.failBody(stream, reason)) }
+        if let stream = incoming.take()?.stream { output.perform(.failBody(stream, reason)) }
     }
 
     /// The body of the `incoming` request is complete.
@@ -678,7 +540,7 @@ struct HTTPServerConnectionStateMachine {
         continueState = .notExpected
         if let stream = request.stream {
             // Its handler is running already; the slot is in line.
-            emit(.finishBody(stream))
+            output.perform(.finishBody(stream))
             if !request.head.keepAlive || quiescing { stopReading() }
             return
         }
@@ -693,7 +555,7 @@ struct HTTPServerConnectionStateMachine {
         body = []
         stopReading()
         if slots.isEmpty {
-            emit(.close)
+            output.perform(.close)
         } else {
             writeReadyResponses()
         }
@@ -721,21 +583,31 @@ struct HTTPServerConnectionStateMachine {
         case .found(let route, let parameters):
             switch route.handler {
             case .inlineFirst(let attempt, let handler):
-                pendingCall = PendingCall(
-                    sequence: sequence, method: method, route: route, parameters: parameters, keepAlive: keepAlive, started: started,
-                    http10: http10, fallback: handler)
-                emit(.attemptInline(attempt, HTTPRequest(head: head, body: requestBody, parameters: parameters), sequence: sequence))
+                let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
+                let (taken, immediate) = output.attemptInline(attempt, request, sequence: sequence)
+                if let immediate {
+                    answer(immediate, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
+                } else {
+                    slots.append(Slot(
+                        sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10,
+                        state: .running))
+                }
+                if taken {
+                    parser.reuseHeadMemory(of: request)
+                } else {
+                    output.perform(.callAsync(handler, request, route, parameters, sequence: sequence))
+                }
             case .inline(let handler):
-                pendingCall = PendingCall(
-                    sequence: sequence, method: method, route: route, parameters: parameters, keepAlive: keepAlive, started: started,
-                    http10: http10, fallback: nil)
-                emit(.callInline(handler, HTTPRequest(head: head, body: requestBody, parameters: parameters), route, parameters))
+                let request = HTTPRequest(head: head, body: requestBody, parameters: parameters)
+                let response = output.callInline(handler, request, route: route, parameters: parameters)
+                parser.reuseHeadMemory(of: request)
+                answer(response, sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10)
             case .async(let handler):
                 enqueue(Slot(
                     sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, http10: http10,
                     state: .running))
                 let bodyStream: HTTPRequestBodyStream? = route.streamsBody ? .empty() : nil
-                emit(.callAsync(
+                output.perform(.callAsync(
                     handler, HTTPRequest(head: head, body: requestBody, parameters: parameters, bodyStream: bodyStream), route, parameters,
                     sequence: sequence))
             case .upgrade(let handler):
@@ -759,20 +631,14 @@ struct HTTPServerConnectionStateMachine {
     ) {
         // An inline route never takes an upgrade over: close after answering, like `received`.
         if !keepAlive || quiescing || isUpgrade { stopReading() }
+        let started = output.now
         guard slots.isEmpty else {
-            slots.append(Slot(sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: now, state: .constant(constant)))
+            slots.append(Slot(sequence: sequence, method: method, route: route, keepAlive: keepAlive, started: started, state: .constant(constant)))
             return
         }
         // What `enqueue` and `send` do with a slot, without making one.
-        _ = send(constant, method: method, route: route, keepAlive: keepAlive, started: now)
+        _ = send(constant, method: method, route: route, keepAlive: keepAlive, started: started)
         finishWriting()
-    }
-
-    /// The answer of an inline handler or attempt.
-    private mutating func answer(_ response: HTTPResponse, _ call: PendingCall) {
-        answer(
-            response, sequence: call.sequence, method: call.method, route: call.route, keepAlive: call.keepAlive, started: call.started,
-            http10: call.http10)
     }
 
     /// A request answered at once: written now when nothing precedes it, else queued ready.
@@ -816,23 +682,21 @@ struct HTTPServerConnectionStateMachine {
         guard lifecycle != .closed else { return }
         stopReading()
         readsPaused = false
-        resuming = false
-        reading = false
-        dropHeld()
-        emit(.pauseReading)
+        held = []
+        output.perform(.pauseReading)
         if let stream = incoming?.stream {
             incoming = nil
-            emit(.failBody(stream, streamError))
+            output.perform(.failBody(stream, streamError))
         } else if let request = incoming.take() {
             body = []
             slots.append(Slot(
                 sequence: request.sequence, method: request.head.method, route: nil, keepAlive: false, started: request.started,
                 state: .ready(response)))
         } else {
-            slots.append(Slot(sequence: nextSequence, method: nil, route: nil, keepAlive: false, started: now, state: .ready(response)))
+            slots.append(Slot(sequence: nextSequence, method: nil, route: nil, keepAlive: false, started: output.now, state: .ready(response)))
             nextSequence &+= 1
         }
-        emit(.closingAfter(response.status))
+        output.perform(.closingAfter(response.status))
         writeReadyResponses()
         updateDeadline()
     }
@@ -843,15 +707,9 @@ struct HTTPServerConnectionStateMachine {
     private mutating func writeReadyResponses() {
         while lifecycle != .closed, !slots.isEmpty {
             switch slots[0].state {
-            case .upgrade(let handler, let request, let route, let parameters):
+            case .upgrade:
                 if parsing { return }
-                if quiescing {
-                    slots[0].state = .upgrading
-                    upgradeDecided(.reject(.plain(.serviceUnavailable, "Shutting down")))
-                } else {
-                    slots[0].state = .upgrading
-                    emit(.upgrade(handler, request, route, parameters))
-                }
+                performUpgrade()
                 return
             case .upgrading, .streaming, .running:
                 finishWriting()
@@ -889,7 +747,7 @@ struct HTTPServerConnectionStateMachine {
     /// `send` for a request answered by `response`; a streamed body starts here and nothing else
     /// is written until it ends (false is returned then, with the stream's slot first in the queue).
     private mutating func send(_ response: HTTPResponse, _ slot: Slot) -> Bool {
-        let last = slots.isEmpty && incoming == nil
+        let last = slots.isEmpty && !hasIncoming
         let asksToClose = response.headers.containsToken("close", inField: "connection")
         var write = Write(
             keepAlive: slot.keepAlive && !(isClosing && last) && !asksToClose, headRequest: slot.method == .head, method: slot.method,
@@ -897,24 +755,25 @@ struct HTTPServerConnectionStateMachine {
         if case .stream(let length, let next) = response.body, response.status.allowsContent {
             write.closeDelimited = length == nil && slot.http10
             if write.closeDelimited { write.keepAlive = false }
-            emit(.write(response, write))
+            output.perform(.write(response, write))
             guard slot.method != .head, length != 0 else { return sent(keepAlive: write.keepAlive) }
             var streaming = slot
             streaming.keepAlive = write.keepAlive
             streaming.state = .streaming(OutgoingStream(
                 next: next, machine: HTTPResponseStreamStateMachine(length: length, closeDelimited: write.closeDelimited)))
             slots.insert(streaming, at: 0)
+            pullStreamIfPossible()
             return false
         }
-        emit(.write(response, write))
+        output.perform(.write(response, write))
         return sent(keepAlive: write.keepAlive)
     }
 
     /// `send` for a `constant` route's answer.
     private mutating func send(_ constant: ConstantResponse, method: HTTPMethod?, route: Route?, keepAlive requested: Bool, started: UInt64) -> Bool {
-        let last = slots.isEmpty && incoming == nil
+        let last = slots.isEmpty && !hasIncoming
         let keepAlive = requested && !(isClosing && last) && !constant.asksToClose
-        emit(.writeConstant(constant, Write(keepAlive: keepAlive, headRequest: method == .head, method: method, route: route, started: started)))
+        output.writeConstant(constant, Write(keepAlive: keepAlive, headRequest: method == .head, method: method, route: route, started: started))
         return sent(keepAlive: keepAlive)
     }
 
@@ -930,13 +789,14 @@ struct HTTPServerConnectionStateMachine {
         return true
     }
 
-    /// After responses were written: closes a finished connection (paused reads resume in `next`).
+    /// After responses were written: closes a finished connection, resumes paused parsing.
     private mutating func finishWriting() {
         guard lifecycle != .closed else { return }
         if slots.isEmpty && isClosing {
-            if lifecycle == .closing { emit(.close) }
+            if lifecycle == .closing { output.perform(.close) }
             return
         }
+        if readsPaused { resumeParsingIfPossible() }
         updateDeadline()
     }
 
@@ -945,20 +805,43 @@ struct HTTPServerConnectionStateMachine {
         guard continueState == .due, lifecycle == .open, let current = incoming, slots.isEmpty || slots[0].sequence == current.sequence
         else { return }
         continueState = .sent
-        emit(.writeBytes(HTTPResponseSerializer.continueResponse))
+        output.perform(.writeBytes(HTTPResponseSerializer.continueResponse))
+    }
+
+    /// The upgrade request first in line: its route decides (a 503 while shutting down).
+    private mutating func performUpgrade() {
+        guard case .upgrade(let handler, let request, let route, let parameters) = slots[0].state else { return }
+        slots[0].state = .upgrading
+        let first = slots[0]
+        let decision = quiescing
+            ? .reject(.plain(.serviceUnavailable, "Shutting down"))
+            : output.upgrade(handler, request, route: route, parameters: parameters)
+        switch decision {
+        case .accept(let response, let handler):
+            slots.removeAll()
+            lifecycle = .handedOver
+            deadline = .none
+            output.perform(.write(response, Write(
+                keepAlive: true, headRequest: false, cachesFields: false, method: first.method, route: first.route, started: first.started)))
+            let leftover = held
+            held = []
+            output.perform(.handOver(handler, leftover: leftover))
+        case .reject(let response):
+            slots[0].state = .ready(response)
+            slots[0].keepAlive = false
+            writeReadyResponses()
+        }
     }
 
     // MARK: - Streamed responses
 
     /// Asks the stream first in the queue for its next chunk when its machine says so (room in
-    /// the output queue, no pull in flight); true when that queued an action.
-    private mutating func pullStreamIfPossible() -> Bool {
-        guard !slots.isEmpty, case .streaming = slots[0].state, case .streaming(var stream) = slots[0].state else { return false }
-        let action = stream.machine.outputQueued(outbound, lowWater: configuration.streamLowWater)
-        guard action != .wait else { return false }
+    /// the output queue, no pull in flight).
+    private mutating func pullStreamIfPossible() {
+        guard lifecycle != .closed, !slots.isEmpty, case .streaming(var stream) = slots[0].state else { return }
+        let action = stream.machine.outputQueued(output.outboundBytes, lowWater: configuration.streamLowWater)
         slots[0].state = .streaming(stream)
         perform(action)
-        return hasActions
     }
 
     /// Executes what the stream's machine decided.
@@ -968,11 +851,12 @@ struct HTTPServerConnectionStateMachine {
             return
         case .pull:
             guard case .streaming(let stream) = slots[0].state else { return }
-            emit(.pullResponseChunk(stream.next))
+            output.perform(.pullResponseChunk(stream.next))
         case .write(let bytes):
-            emit(.writeBytes(bytes))
+            output.perform(.writeBytes(bytes))
+            pullStreamIfPossible()
         case .finish(let bytes):
-            emit(.writeBytes(bytes))
+            output.perform(.writeBytes(bytes))
             let slot = removeFirstSlot()
             if sent(keepAlive: slot.keepAlive) {
                 writeReadyResponses()
@@ -981,11 +865,11 @@ struct HTTPServerConnectionStateMachine {
             }
         case .abort(let reason):
             // The head went out: the client can only learn it from the connection closing.
-            emit(.responseStreamFailed(reason))
+            output.perform(.responseStreamFailed(reason))
             stopReading()
             slots.removeAll()
             incoming = nil
-            emit(.close)
+            output.perform(.close)
         }
     }
 
@@ -999,7 +883,7 @@ struct HTTPServerConnectionStateMachine {
         case .open, .closing:
             switch parserPhase {
             case .head: wanted = isClosing ? .none : .head
-            case .body: wanted = incoming != nil && !isClosing ? .body : .none
+            case .body: wanted = hasIncoming && !isClosing ? .body : .none
             case .idle: wanted = slots.isEmpty && !isClosing ? .idle : .none
             default: wanted = .none
             }
@@ -1008,9 +892,9 @@ struct HTTPServerConnectionStateMachine {
         deadline = wanted
         switch wanted {
         case .none: return
-        case .idle: emit(.startDeadline(configuration.idleTimeout))
-        case .head: emit(.startDeadline(configuration.headerTimeout))
-        case .body: emit(.startDeadline(configuration.bodyTimeout))
+        case .idle: output.perform(.startDeadline(configuration.idleTimeout))
+        case .head: output.perform(.startDeadline(configuration.headerTimeout))
+        case .body: output.perform(.startDeadline(configuration.bodyTimeout))
         }
     }
 }
