@@ -23,20 +23,62 @@ public struct QueryRunner: Sendable {
     /// pointer fields grant and hides its protected fields.
     /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        try Self.refuseProtectedConstraints(query, access: access)
         let output = RowOutput(query, auth: auth, access: access)
+        let keys = query.keys
         guard let query = Self.constrained(query, auth: auth, access: access) else { return output.body(nil, count: query.count ? 0 : nil) }
         let (rows, count) = try await fetch(query, auth: auth, on: db)
         let relations = try await relationFields(query.className, on: db)
-        if query.shape.isPlain { return RowOutput(query, auth: auth, access: access, relations: relations).body(rows, count: count) }
-        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: query.keys,
-                                              relations: relations, hidden: access.protectedFields)
+        if query.shape.isPlain { return RowOutput(query, keys: keys, auth: auth, access: access, relations: relations).body(rows, count: count) }
+        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: keys,
+                                              relations: relations, hidden: access.protectedFields, userFields: access.userFieldProtections)
         try await IncludeResolver(runner: self, shape: query.shape, auth: auth).apply(&results, on: db)
         return IncludeResolver.body(results, count: count)
     }
 
+    /// The response body of an aggregate (`GET /aggregate/:className`, master key):
+    /// `{"results":[…]}`, each result a document of the last stage (or a distinct value).
+    public func aggregate(_ query: AggregateQuery, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        if TableLayout.forClass(query.className).table == "objects" { try ObjectStore.validate(className: query.className) }
+        let compiled = try Self.compile { () throws(QueryError) in try AggregateCompiler.compile(query) }
+        let rows = try await run(compiled, on: db)
+        guard rows.count <= AggregateCompiler.maxRows else {
+            throw ParseError.invalidQuery("the aggregate returns more than \(AggregateCompiler.maxRows) results: add a $limit")
+        }
+        var bytes: [UInt8] = []
+        bytes.append(contentsOf: #"{"results":["#.utf8)
+        for (position, row) in rows.enumerated() {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: (row["doc"].text ?? "null").utf8)
+        }
+        bytes.append(contentsOf: "]}".utf8)
+        return bytes
+    }
+
+    /// 119 for a `where` constraining a field `access` hides from the viewer (Parse Server's
+    /// `denyProtectedFields`; also inside `$or`, `$and`, `$nor`), which would reveal its values.
+    static func refuseProtectedConstraints(_ query: ParseQuery, access: ClassAccess) throws(ParseError) {
+        guard !access.protectedFields.isEmpty, case .object(let object)? = query.where else { return }
+        func check(_ object: JSONObject, depth: Int) throws(ParseError) {
+            for (key, value) in object {
+                if access.protectedFields.contains(String(key.split(separator: ".", maxSplits: 1).first ?? "")) {
+                    throw .operationForbidden("This user is not allowed to query \(key) on class \(query.className)")
+                }
+                guard depth < QueryCompiler.maxNesting, key == "$or" || key == "$and" || key == "$nor", case .array(let branches) = value else { continue }
+                for case .object(let branch) in branches { try check(branch, depth: depth + 1) }
+            }
+        }
+        try check(object, depth: 0)
+    }
+
     /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
-    /// nothing (no session).
+    /// nothing (no session). `keys` gains the fields `userField:` protections read (the caller
+    /// writes the rows with the keys asked for).
     static func constrained(_ query: ParseQuery, auth: Auth, access: ClassAccess) -> ParseQuery? {
+        var query = query
+        if let keys = query.keys {
+            for entry in access.userFieldProtections where !keys.contains(entry.field) { query.keys?.append(entry.field) }
+        }
         guard !access.pointerFields.isEmpty else { return query }
         guard let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) else { return nil }
         var constrained = query
@@ -59,9 +101,9 @@ public struct QueryRunner: Sendable {
         return bytes
     }
 
-    /// The Relation fields a class's objects answer (none for system classes or without a schema).
+    /// The Relation fields a class's objects answer (none for sessions or without a schema).
     func relationFields(_ className: String, on db: any SQLExecutor) async throws(ParseError) -> [SchemaStore.RelationField] {
-        guard let schemas, RowJSON.Kind(className: className) == .object else { return [] }
+        guard let schemas, RowJSON.Kind(className: className) != .session else { return [] }
         return try await schemas.relationFields(className: className, on: db)
     }
 
@@ -80,17 +122,19 @@ public struct QueryRunner: Sendable {
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
                      completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
-        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty { return false }
+        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty || !access.userFieldProtections.isEmpty
+            || !SubqueryScope.classes(in: query.where, limit: 1).isEmpty { return false }
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
         var relations: [SchemaStore.RelationField] = []
-        if let schemas, RowJSON.Kind(className: query.className) == .object {
+        if let schemas, RowJSON.Kind(className: query.className) != .session {
             let known = schemas.knownRelationFields(className: query.className)
             relations = known?.fields ?? []
             if known?.stale ?? true { schemas.refreshRelationFields(on: database) }
         }
         let compiled: CompiledQuery?
         do {
+            try Self.refuseProtectedConstraints(query, access: access)
             compiled = try select(query, auth: auth)
         } catch {
             completion(.failure(error))
@@ -121,6 +165,7 @@ public struct QueryRunner: Sendable {
             let types = try await schemas.resolve(className: query.className, record: [], lookup: pointerFields, on: db)
             query.relationFields = Set(pointerFields.filter { if case .relation? = types[$0] { true } else { false } })
         }
+        query.subqueryScopes = try await subqueryScopes(query, auth: auth, on: db)
         var rows: PostgresRows?
         if let compiled = try select(query, auth: auth) {
             rows = try await run(compiled, on: db)
@@ -133,6 +178,33 @@ public struct QueryRunner: Sendable {
             count = try await run(compiled, on: db).first?["count"].int ?? 0
         }
         return (rows, count)
+    }
+
+    /// What `auth` may read of each class the subqueries of `query` read, as Parse Server runs
+    /// each subquery as a `find`: its class-level permissions refuse (119, 101) or narrow it by
+    /// pointer permissions; a class without a stored schema is open (it has no rows unless
+    /// clients may create classes).
+    func subqueryScopes(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [String: SubqueryScope] {
+        guard !auth.isMaster else { return [:] }
+        var scopes: [String: SubqueryScope] = [:]
+        for className in SubqueryScope.classes(in: query.where) {
+            guard ClassName.isValid(className) || ClassName.isSystem(className) else { continue }
+            guard let schemas, let info = try await schemas.classInfo(of: className, on: db), !info.isOpen else {
+                scopes[className] = .open
+                continue
+            }
+            let access = try info.permissions.access(.find, className: className, auth: auth)
+            var scope = SubqueryScope(protectedFields: access.protectedFields)
+            if !access.pointerFields.isEmpty {
+                if let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) {
+                    scope.rows = .matching(constraint)
+                } else {
+                    scope.rows = .none
+                }
+            }
+            scopes[className] = scope
+        }
+        return scopes
     }
 
     /// The SELECT of the rows of `query` that `auth` may read, or nil when `limit` is 0.
@@ -201,18 +273,20 @@ private struct RowOutput {
     let keys: [String]?
     let viewer: Auth
     let hidden: [String]
+    let userFields: [ClassAccess.UserFieldProtection]
     let relations: [SchemaStore.RelationField]
 
-    init(_ query: ParseQuery, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
+    init(_ query: ParseQuery, keys: [String]?? = .none, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
         kind = RowJSON.Kind(className: query.className)
-        keys = query.keys
+        self.keys = keys ?? query.keys
         viewer = auth
         hidden = access.protectedFields
+        userFields = access.userFieldProtections
         self.relations = relations
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
     }
 }

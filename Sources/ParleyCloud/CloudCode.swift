@@ -1,6 +1,7 @@
 import ParleyHTTP
 import ParleyJSON
 import ParleyLog
+import ParleyMetrics
 import ParleyNet
 import ParleyPostgres
 
@@ -12,13 +13,15 @@ public final class CloudCode: Sendable {
     public let caller: WebhookCaller
     public let deliveries: DeliveryStore
     public let worker: CloudWorker
+    /// The hooks on messages and calls.
+    public let traffic: TrafficWebhooks
     private let client: HTTPClient
     private let group: EventLoopGroup
     private let logger: Logger
 
     /// `blockingPool` resolves webhook host names (not needed for numeric addresses).
     public init(database: PostgresClient, group: EventLoopGroup, configuration: CloudConfiguration = CloudConfiguration(),
-                blockingPool: BlockingPool? = nil, logger: Logger = Logger(label: "cloud")) {
+                blockingPool: BlockingPool? = nil, metrics: MetricsRegistry? = nil, logger: Logger = Logger(label: "cloud")) {
         self.configuration = configuration
         self.group = group
         self.logger = logger
@@ -30,7 +33,10 @@ public final class CloudCode: Sendable {
         hooks = HookStore(database: database)
         caller = WebhookCaller(client: client, key: configuration.webhookKey, timeout: configuration.timeout)
         deliveries = DeliveryStore(database: database)
-        worker = CloudWorker(store: deliveries, caller: caller, group: group, configuration: configuration, logger: logger)
+        worker = CloudWorker(store: deliveries, caller: caller, group: group, configuration: configuration,
+                             metrics: CloudMetrics(registry: metrics ?? MetricsRegistry()), logger: logger)
+        traffic = TrafficWebhooks(hooks: hooks, caller: WebhookCaller(client: client, key: configuration.webhookKey, timeout: configuration.trafficTimeout),
+                                  deliveries: deliveries, worker: worker, failOpen: configuration.trafficFailOpen, logger: logger)
     }
 
     /// Listens for hook changes and starts the delivery worker.

@@ -167,6 +167,7 @@ final class CallServiceTests: XCTestCase {
         XCTAssertNotNil(establishedCaller)
         XCTAssertNotNil(establishedCallee)
 
+        // Kept: the established call lasts 30 ms, and its `duration` is checked below.
         try await Task.sleep(for: .milliseconds(30))
         expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
         let endedCaller = await h.transport.waitFor(H.alice, "call.ended")
@@ -213,6 +214,57 @@ final class CallServiceTests: XCTestCase {
         XCTAssertEqual(h.transport.receivedTypes(H.alice), ["ok", "call.ended"])
         let stored = try await storedRecord(h, callId) { $0.state == .ended }
         XCTAssertEqual(stored?.details.error, "user_not_found")
+        await h.shutdown()
+    }
+
+    /// An invite refused by the installed hooks: the callee's connected devices never ring, the
+    /// caller gets `call.ended` with the refusal, the call is stored ended, and the hooks hear
+    /// of the end. Invites the hooks let through ring as usual.
+    func testHooksRefuseAnInviteBeforeTheCalleeRings() async throws {
+        let h = try await makeHarness("hooks", configuration: CallConfiguration(maxCallsPerUser: 5))
+        let hooks = RecordingCallHooks()
+        h.service.install(hooks: hooks)
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        expect(await h.invite(callId, to: H.bobPhone.userId), "ok")
+        let ended = await h.transport.waitFor(H.alice, "call.ended")
+        XCTAssertEqual(ended?["endCause"], "denied")
+        XCTAssertEqual(ended?["error"], "blocked by hook")
+        XCTAssertEqual(h.transport.receivedTypes(H.bobPhone), [], "the callee never rings")
+        let stored = try await storedRecord(h, callId) { $0.state == .ended }
+        XCTAssertEqual(stored?.details.endCause, .denied)
+        XCTAssertEqual(hooks.reviewed, [callId])
+        XCTAssertEqual(hooks.ended.first?["endCause"], "denied")
+        XCTAssertEqual(h.service.liveCalls, 0)
+        XCTAssertEqual(h.service.activeCalls(of: H.bobPhone.userId), 0)
+
+        let allowed = Self.newCallId()
+        hooks.refuse.withLock { $0 = false }
+        expect(await h.invite(allowed, to: H.bobPhone.userId), "ok")
+        let incoming = await h.transport.waitFor(H.bobPhone, "call.incoming")
+        XCTAssertEqual(incoming?["callId"], .string(allowed))
+        await h.shutdown()
+    }
+
+    /// A hang-up sent while the invite is reviewed waits for the review, then cancels the call.
+    func testHangUpDuringReviewCancelsTheCall() async throws {
+        let h = try await makeHarness("review-hangup", configuration: CallConfiguration(maxCallsPerUser: 5))
+        let hooks = RecordingCallHooks()
+        hooks.refuse.withLock { $0 = false }
+        hooks.delay.withLock { $0 = .milliseconds(400) }
+        h.service.install(hooks: hooks)
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        async let invited = h.invite(callId, to: H.bobPhone.userId)
+        try await Task.sleep(for: .milliseconds(100))
+        let hangup = await h.send(H.alice, "call.hangup", [("callId", .string(callId))])
+        expect(await invited, "ok")
+        expect(hangup, "ok")
+        let ended = await h.transport.waitFor(H.alice, "call.ended")
+        XCTAssertEqual(ended?["endCause"], "canceled")
+        XCTAssertEqual(h.service.liveCalls, 0)
         await h.shutdown()
     }
 
@@ -298,9 +350,11 @@ final class CallServiceTests: XCTestCase {
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(kept)), ("sdp", "a")]), "ok")
         h.transport.disconnect(H.bobPhone)
         h.service.deviceDisconnected(H.bobPhone)
+        // Kept: 150 ms away, within the 400 ms grace period (the time tested).
         try await Task.sleep(for: .milliseconds(150))
         h.transport.connect(H.bobPhone)
         h.service.deviceConnected(H.bobPhone)
+        // Kept: a window past the grace period in which the call must not end.
         try await Task.sleep(for: .milliseconds(500))
         XCTAssertFalse(h.transport.receivedTypes(H.alice).contains("call.ended"))
         expect(await h.send(H.alice, "call.hangup", [("callId", .string(kept))]), "ok")
@@ -336,8 +390,10 @@ final class CallServiceTests: XCTestCase {
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")]), "ok")
         h.transport.disconnect(H.alice)
         h.service.deviceDisconnected(H.alice)
+        // Kept: 100 ms away, within the grace period (the time tested).
         try await Task.sleep(for: .milliseconds(100))
         h.transport.connect(H.alice)
+        // Kept: a window past the grace period in which the call must not end.
         try await Task.sleep(for: .milliseconds(600))
         XCTAssertFalse(h.transport.receivedTypes(H.bobPhone).contains("call.ended"))
         // Lost again later: a fresh grace period starts.
@@ -534,6 +590,7 @@ final class CallServiceTests: XCTestCase {
         }
         XCTAssertEqual(fresh.activeCalls(of: H.bobPhone.userId), 0)
         XCTAssertEqual(fresh.activeCalls(of: H.alice.userId), 0)
+        // Kept: a window in which a late write of the duplicate must not happen.
         try await Task.sleep(for: .milliseconds(200))
         let after = try await h.store.find(callId)
         XCTAssertEqual(after, earlier, "the earlier call's row is not overwritten")
@@ -695,6 +752,7 @@ final class CallServiceTests: XCTestCase {
             expect(await h.invite(callId), "ok")
             await h.send(H.bobPhone, "call.hangup", [("callId", .string(callId))])
             _ = try await storedRecord(h, callId) { $0.state == .ended }
+            // Kept: calls started in distinct milliseconds, so the history order is defined.
             try await Task.sleep(for: .milliseconds(5))
         }
         let aliceHistory = try await h.service.history(userId: H.alice.userId, before: nil, limit: 2)
@@ -720,5 +778,28 @@ final class CallServiceTests: XCTestCase {
         let disabled = CallService(group: h.database.group, store: h.store, transport: h.transport, configuration: CallConfiguration())
         XCTAssertEqual(disabled.turnCredentials(for: H.alice.userId), .object(JSONObject()))
         await h.shutdown()
+    }
+}
+
+/// Refuses every invite (while `refuse`) and records what it saw.
+final class RecordingCallHooks: CallHooks {
+    let refuse = Mutex(true)
+    let delay = Mutex<Duration>(.zero)
+    private let state = Mutex<(reviewed: [String], ended: [JSONObject])>(([], []))
+
+    var reviewed: [String] { state.withLock { $0.reviewed } }
+    var ended: [JSONObject] { state.withLock { $0.ended } }
+
+    func mustReview(caller: String, callee: String) -> Bool { true }
+
+    func review(_ invite: CallInviteReview) async -> CallRefusal? {
+        state.withLock { $0.reviewed.append(invite.callId) }
+        let delay = delay.withLock { $0 }
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        return refuse.withLock { $0 } ? CallRefusal(cause: .denied, error: "blocked by hook") : nil
+    }
+
+    func callEnded(_ details: JSONObject) {
+        state.withLock { $0.ended.append(details) }
     }
 }
