@@ -66,7 +66,8 @@ final class HTTPServerConnection: ConnectionHandler, @unchecked Sendable {
             case .resumeReading:
                 connection.resumeReading()
             case .startDeadline(let timeout):
-                deadline = EventLoop.monotonicNanoseconds() &+ timeout
+                // The loop turn's clock: re-armed after every request, a clock read each would show.
+                deadline = now &+ timeout
             case .close:
                 connection.close()
             case .closingAfter(let status):

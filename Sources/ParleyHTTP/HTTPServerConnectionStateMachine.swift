@@ -204,6 +204,9 @@ struct HTTPServerConnectionStateMachine<Output: HTTPServerConnectionOutput> {
     private(set) var readsPaused = false
     private var parser: HTTPRequestParser
     private var nextSequence: UInt64 = 0
+    /// `nextSequence` when the idle deadline was last armed: a request since then (even one
+    /// answered within the read that brought it) restarts the idle time.
+    private var idleArmedAt: UInt64 = 0
     private var continueState = ContinueState.notExpected
     /// The body of the `incoming` request on a buffered route.
     private var body: [UInt8] = []
@@ -888,11 +891,13 @@ struct HTTPServerConnectionStateMachine<Output: HTTPServerConnectionOutput> {
             default: wanted = .none
             }
         }
-        guard wanted != deadline else { return }
+        guard wanted != deadline || (wanted == .idle && idleArmedAt != nextSequence) else { return }
         deadline = wanted
         switch wanted {
         case .none: return
-        case .idle: output.perform(.startDeadline(configuration.idleTimeout))
+        case .idle:
+            idleArmedAt = nextSequence
+            output.perform(.startDeadline(configuration.idleTimeout))
         case .head: output.perform(.startDeadline(configuration.headerTimeout))
         case .body: output.perform(.startDeadline(configuration.bodyTimeout))
         }

@@ -146,7 +146,7 @@ final class HTTPServerConnectionStateMachineTests: XCTestCase {
         let driver = Driver(Self.routes)
         XCTAssertEqual(driver.take(), ["deadline 10"])
         driver.read("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        XCTAssertEqual(driver.take(), ["constant 200"], "answered in the read, the idle deadline stays armed")
+        XCTAssertEqual(driver.take(), ["constant 200", "deadline 10"], "answered in the read: the idle time starts again")
         driver.read("GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
         XCTAssertEqual(driver.take(), ["constant 200 close", "close"])
         XCTAssertEqual(driver.machine.lifecycle, .closing)
@@ -156,7 +156,8 @@ final class HTTPServerConnectionStateMachineTests: XCTestCase {
         let driver = Driver(Self.routes)
         _ = driver.take()
         driver.read("GET /inline HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\nDELETE /health HTTP/1.1\r\n\r\n")
-        XCTAssertEqual(driver.take(), ["inline /inline", "write 200 inline", "write 404 Not Found", "write 405 Method Not Allowed"])
+        XCTAssertEqual(driver.take(), ["inline /inline", "write 200 inline", "deadline 10", "write 404 Not Found", "deadline 10",
+                                        "write 405 Method Not Allowed", "deadline 10"])
     }
 
     func testPipelinedAnswersAreWrittenInRequestOrder() {
@@ -221,7 +222,7 @@ final class HTTPServerConnectionStateMachineTests: XCTestCase {
         XCTAssertEqual(driver.take(), ["pause"])
         driver.outbound = 0
         driver.machine.outputDrained()
-        XCTAssertEqual(driver.take(), ["constant 200", "resume"])
+        XCTAssertEqual(driver.take(), ["constant 200", "deadline 10", "resume"])
     }
 
     func testBufferedBodyIsCollectedAcrossReads() {
@@ -345,7 +346,7 @@ final class HTTPServerConnectionStateMachineTests: XCTestCase {
         let driver = Driver(Self.routes)
         _ = driver.take()
         driver.read("GET /ws HTTP/1.1\r\n\r\n")
-        XCTAssertEqual(driver.take(), ["write 426 Upgrade Required"])
+        XCTAssertEqual(driver.take(), ["write 426 Upgrade Required", "deadline 10"])
     }
 
     func testHeadDeadlineAnswers408AndCloses() {
@@ -355,6 +356,21 @@ final class HTTPServerConnectionStateMachineTests: XCTestCase {
         XCTAssertEqual(driver.take(), ["deadline 20"])
         driver.machine.deadlinePassed()
         XCTAssertEqual(driver.take(), ["pause", "closing after 408", "write 408 close Request Timeout", "close"])
+    }
+
+    func testEveryRequestRestartsTheIdleDeadline() {
+        let driver = Driver(Self.routes)
+        XCTAssertEqual(driver.take(), ["deadline 10"])
+        driver.read("GET /inline HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(driver.take(), ["inline /inline", "write 200 inline", "deadline 10"])
+        driver.read("GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(driver.take(), ["constant 200", "deadline 10", "constant 200", "deadline 10"], "a restart per request")
+        driver.read("GET /inl")
+        XCTAssertEqual(driver.take(), ["deadline 20"], "a head arriving has its own deadline")
+        driver.read("ine HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(driver.take(), ["inline /inline", "write 200 inline", "deadline 10"])
+        driver.machine.deadlinePassed()
+        XCTAssertEqual(driver.take(), ["close"], "an idle connection still closes at its deadline")
     }
 
     func testIdleDeadlineCloses() {
