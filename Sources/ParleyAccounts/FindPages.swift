@@ -42,10 +42,13 @@ public final class FindPages: @unchecked Sendable {
     /// Bytes a cursor page should hold.
     public static let pageBytes = 512 << 10
     /// Rows of a cursor's first page, and the most of any page.
-    static let firstPageRows = 16
+    static let firstPageRows = 8
     static let maxPageRows = 2000
-    /// Rows shaped (includes read) at once.
+    /// Most rows shaped (includes read) at once; fewer when they are large (about `chunkBytes`).
     static let shapeBlockRows = 200
+    /// Most bytes `next()` hands out at once (a row of megabytes goes out in slices: the
+    /// connection queues each whole).
+    public static let sliceBytes = 128 << 10
 
     /// How rows are written.
     struct Output {
@@ -62,9 +65,10 @@ public final class FindPages: @unchecked Sendable {
     private enum Source {
         /// Rows already read; `next` is the first not yet written.
         case rows(PostgresRows, next: Int)
-        /// A cursor; `page` is a page read already (the first), `asked` the rows that page was
-        /// (or the next fetch will be) asked for: a page shorter than that is the last.
-        case cursor(PostgresCursor, page: PostgresRows?, asked: Int)
+        /// A cursor and the page being written (nil: fetch the next), from row `next`; `asked`
+        /// is the rows that page was (or the next fetch will be) asked for, a shorter page being
+        /// the last; `written` the bytes of the page written so far.
+        case cursor(PostgresCursor, page: PostgresRows?, next: Int, asked: Int, written: Int)
         /// Every row is written.
         case exhausted
     }
@@ -74,8 +78,11 @@ public final class FindPages: @unchecked Sendable {
     private var source: Source
     private var started = false
     private var finished = false
-    /// A chunk produced by `answer()` and not yet handed out.
+    /// A chunk produced and not yet handed out whole, from `pendingOffset` on.
     private var pending: [UInt8]?
+    private var pendingOffset = 0
+    /// Bytes per shaped object so far (0: none shaped yet), to size the next block.
+    private var shapedBytesPerRow = 0
     /// Rows written so far.
     private var written = 0
 
@@ -86,7 +93,7 @@ public final class FindPages: @unchecked Sendable {
     }
 
     deinit {
-        if case .cursor(let cursor, _, _) = source { cursor.close() }
+        if case .cursor(let cursor, _, _, _, _) = source { cursor.close() }
     }
 
     /// The answer over rows read in full: bytes when it fits one chunk, else pages.
@@ -97,7 +104,7 @@ public final class FindPages: @unchecked Sendable {
 
     /// The answer over a cursor whose first page is `first` (asked `firstRows`).
     static func answer(cursor: PostgresCursor, first: PostgresRows, firstRows: Int, count: Int?, output: Output) async throws(ParseError) -> FindAnswer {
-        try await FindPages(output: output, count: count, source: .cursor(cursor, page: first, asked: firstRows)).answer()
+        try await FindPages(output: output, count: count, source: .cursor(cursor, page: first, next: 0, asked: firstRows, written: 0)).answer()
     }
 
     /// `answer(rows:…)` for rows written as stored (no shaper), without suspending: for a
@@ -118,19 +125,28 @@ public final class FindPages: @unchecked Sendable {
         return .pages(self)
     }
 
-    /// The next chunk of the body; nil after the last.
+    /// The next chunk of the body, at most `sliceBytes`; nil after the last.
     public func next() async throws(ParseError) -> [UInt8]? {
-        if let pending {
-            self.pending = nil
-            return pending
+        if pending == nil {
+            guard !finished else { return nil }
+            pending = try await produce()
+            pendingOffset = 0
         }
-        guard !finished else { return nil }
-        return try await produce()
+        guard let bytes = pending else { return nil }
+        if pendingOffset == 0 && bytes.count <= Self.sliceBytes {
+            pending = nil
+            return bytes
+        }
+        let end = min(bytes.count, pendingOffset + Self.sliceBytes)
+        let slice = Array(bytes[pendingOffset..<end])
+        pendingOffset = end
+        if end == bytes.count { pending = nil }
+        return slice
     }
 
     /// Stops early: a cursor is closed now rather than when the pages are released.
     public func close() {
-        if case .cursor(let cursor, _, _) = source { cursor.close() }
+        if case .cursor(let cursor, _, _, _, _) = source { cursor.close() }
         source = .exhausted
         finished = true
     }
@@ -142,10 +158,10 @@ public final class FindPages: @unchecked Sendable {
         var chunk = begin()
         switch source {
         case .rows(let rows, let start):
-            let end = min(rows.count, start + Self.shapeBlockRows)
+            let end = min(rows.count, start + shapeBlockRows)
             try await writeShaped(rows, start..<end, into: &chunk)
             source = end < rows.count ? .rows(rows, next: end) : .exhausted
-        case .cursor(let cursor, let page, let asked):
+        case .cursor(let cursor, let page, let start, let asked, let pageWritten):
             let rows: PostgresRows
             if let page {
                 rows = page
@@ -158,21 +174,24 @@ public final class FindPages: @unchecked Sendable {
                 }
             }
             let before = chunk.count
+            var index = start
             if output.shaper == nil {
-                if !rows.isEmpty { writePlain(rows, 0..<rows.count, into: &chunk) }
+                if index < rows.count { index = writePlain(rows, from: index, into: &chunk) }
             } else {
-                var start = 0
-                while start < rows.count {
-                    let end = min(rows.count, start + Self.shapeBlockRows)
-                    try await writeShaped(rows, start..<end, into: &chunk)
-                    start = end
+                while index < rows.count && chunk.count < Self.chunkBytes {
+                    let end = min(rows.count, index + shapeBlockRows)
+                    try await writeShaped(rows, index..<end, into: &chunk)
+                    index = end
                 }
             }
-            if rows.count < asked {
+            let written = pageWritten + chunk.count - before
+            if index < rows.count {
+                source = .cursor(cursor, page: rows, next: index, asked: asked, written: written)
+            } else if rows.count < asked {
                 cursor.close()
                 source = .exhausted
             } else {
-                source = .cursor(cursor, page: nil, asked: Self.nextPageRows(after: rows, bytes: chunk.count - before))
+                source = .cursor(cursor, page: nil, next: 0, asked: Self.nextPageRows(after: rows, bytes: written), written: 0)
             }
         case .exhausted:
             break
@@ -185,14 +204,7 @@ public final class FindPages: @unchecked Sendable {
     private func produceRows() -> [UInt8] {
         var chunk = begin()
         if case .rows(let rows, let start) = source {
-            let writer = RowJSON(output.kind, columns: rows.columns, viewer: output.viewer, keys: output.keys,
-                                 relations: output.relations, hidden: output.hidden)
-            var index = start
-            while index < rows.count && chunk.count < Self.chunkBytes {
-                separate(&chunk)
-                writer.write(rows[index], into: &chunk)
-                index += 1
-            }
+            let index = writePlain(rows, from: start, into: &chunk)
             source = index < rows.count ? .rows(rows, next: index) : .exhausted
         }
         end(&chunk)
@@ -221,13 +233,17 @@ public final class FindPages: @unchecked Sendable {
         finished = true
     }
 
-    private func writePlain(_ rows: PostgresRows, _ range: Range<Int>, into chunk: inout [UInt8]) {
+    /// Writes rows from `start` until the chunk reaches `chunkBytes`; returns the next row.
+    private func writePlain(_ rows: PostgresRows, from start: Int, into chunk: inout [UInt8]) -> Int {
         let writer = RowJSON(output.kind, columns: rows.columns, viewer: output.viewer, keys: output.keys,
                              relations: output.relations, hidden: output.hidden)
-        for index in range {
+        var index = start
+        while index < rows.count && chunk.count < Self.chunkBytes {
             separate(&chunk)
             writer.write(rows[index], into: &chunk)
+            index += 1
         }
+        return index
     }
 
     private func separate(_ chunk: inout [UInt8]) {
@@ -235,9 +251,17 @@ public final class FindPages: @unchecked Sendable {
         written += 1
     }
 
+    /// Rows of the next shaped block: about `chunkBytes` of objects as shaped so far.
+    private var shapeBlockRows: Int {
+        guard shapedBytesPerRow > 0 else { return Self.firstPageRows }
+        return max(1, min(Self.shapeBlockRows, Self.chunkBytes / shapedBytesPerRow))
+    }
+
     /// Shapes `range` of `rows` (one block) and writes the objects.
     private func writeShaped(_ rows: PostgresRows, _ range: Range<Int>, into chunk: inout [UInt8]) async throws(ParseError) {
         guard let shaper = output.shaper, !range.isEmpty else { return }
+        let before = chunk.count
+        defer { shapedBytesPerRow = max(1, (chunk.count - before) / range.count) }
         var objects = IncludeResolver.objects(output.kind, rows, range: range, viewer: output.viewer, keys: output.keys,
                                               relations: output.relations, hidden: output.hidden)
         try await shaper.apply(&objects, on: output.db)

@@ -196,10 +196,10 @@ public final class ParseAPI: Sendable {
         if let pages = response.pages {
             return HTTPResponse(status: response.status, headers: headers, body: .stream(length: nil) { try await pages.next() })
         }
+        if response.body.count > configuration.maxAnswerBytes {
+            return render(ParseErrorMapping.response(for: .parse(.answerTooLarge(limit: configuration.maxAnswerBytes))), method: method)
+        }
         if response.body.count > ResponseSlices.threshold {
-            guard response.body.count <= configuration.maxAnswerBytes else {
-                return render(ParseErrorMapping.response(for: .parse(.answerTooLarge(limit: configuration.maxAnswerBytes))), method: method)
-            }
             return HTTPResponse(status: response.status, headers: headers, body: ResponseSlices.body(response.body))
         }
         return HTTPResponse(status: response.status, headers: headers, body: response.body)

@@ -19,6 +19,8 @@ public final class PostgresCursor: @unchecked Sendable {
     /// The cursor's name in that session.
     public let name: String
     private var closed = false
+    /// Counted in the pool's `openCursors` (once declared).
+    private var counted = false
 
     private static let counter = Atomic<UInt64>(0)
 
@@ -35,6 +37,7 @@ public final class PostgresCursor: @unchecked Sendable {
 
     deinit {
         guard !closed else { return }
+        if counted { connection.stats.cursors.subtract(1, ordering: .relaxed) }
         let connection = connection, session = session, name = name
         connection.loop.execute { Self.sendClose(connection, session: session, name: name) }
     }
@@ -63,6 +66,7 @@ public final class PostgresCursor: @unchecked Sendable {
         if connection.loop.inEventLoop {
             guard !closed else { return }
             closed = true
+            if counted { connection.stats.cursors.subtract(1, ordering: .relaxed) }
             Self.sendClose(connection, session: session, name: name)
         } else {
             connection.loop.execute { self.close() }
@@ -112,6 +116,8 @@ extension PostgresPool {
         }
         switch result {
         case .success(let rows):
+            cursor.markCounted()
+            stats.cursors.add(1, ordering: .relaxed)
             return (cursor, rows)
         case .failure(let error):
             if case .success? = outcome.declared { cursor.close() } else { cursor.markClosed() }
@@ -124,6 +130,10 @@ extension PostgresCursor {
     /// The cursor was never declared: nothing to close.
     fileprivate func markClosed() {
         closed = true
+    }
+
+    fileprivate func markCounted() {
+        counted = true
     }
 }
 
