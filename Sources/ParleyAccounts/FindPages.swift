@@ -253,7 +253,7 @@ public final class FindPages: @unchecked Sendable {
 
     /// Rows of the next shaped block: about `chunkBytes` of objects as shaped so far.
     private var shapeBlockRows: Int {
-        guard shapedBytesPerRow > 0 else { return Self.firstPageRows }
+        guard shapedBytesPerRow > 0 else { return Self.shapeBlockRows }
         return max(1, min(Self.shapeBlockRows, Self.chunkBytes / shapedBytesPerRow))
     }
 
@@ -285,3 +285,4 @@ extension ParseError {
         .objectTooLarge("The answer is larger than the \(limit) bytes this server sends at once; ask for fewer objects or fields (limit, keys).")
     }
 }
+
