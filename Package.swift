@@ -59,7 +59,7 @@ let package = Package(
         ]),
 
         // Cloud Code through webhooks: hooks, the webhook caller, after-trigger and job deliveries.
-        .target(name: "ParleyCloud", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog"]),
+        .target(name: "ParleyCloud", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
 
         // Wire formats of the domain: the Parse-compatible REST API.
         .target(name: "ParleyFiles", dependencies: ["ParleyNet", "CSodium"]),
@@ -90,7 +90,7 @@ let package = Package(
         // Tests.
         .target(name: "ParleyTestSupport", dependencies: ["ParleyPostgres", "ParleyNet"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyJSONTests", dependencies: ["ParleyJSON"]),
-        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyLog", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPostgresTests", dependencies: ["ParleyPostgres", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyNet", "ParleyTestSupport"]),
@@ -100,7 +100,7 @@ let package = Package(
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyFiles", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyKitTests", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyMigrations", "ParleyPostgres", "ParleyJSON", "ParleyTestSupport"]),

@@ -25,16 +25,11 @@ public struct TURNCredentials: Sendable, Equatable {
 
     /// The coturn password for `username`: base64(HMAC-SHA1(secret, username)).
     public static func password(username: String, secret: String) -> String {
-        Base64.encode(hmacSHA1(key: Array(secret.utf8), message: Array(username.utf8)))
+        Base64.encode(HMACDigest.sha1(key: Array(secret.utf8), message: Array(username.utf8)))
     }
 
     /// `{uris, username, password, ttl}` as `GET /v1/turn` returns it.
     public var json: JSONValue {
         ["uris": .array(uris.map { .string($0) }), "username": .string(username), "password": .string(password), "ttl": .int(ttl)]
-    }
-
-    /// HMAC-SHA1 of `message` under `key` (OpenSSL).
-    public static func hmacSHA1(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        HMACDigest.sha1(key: key, message: message)
     }
 }

@@ -1,6 +1,7 @@
 import ParleyHTTP
 import ParleyJSON
 import ParleyLog
+import ParleyMetrics
 import ParleyNet
 import ParleyPostgres
 
@@ -18,7 +19,7 @@ public final class CloudCode: Sendable {
 
     /// `blockingPool` resolves webhook host names (not needed for numeric addresses).
     public init(database: PostgresClient, group: EventLoopGroup, configuration: CloudConfiguration = CloudConfiguration(),
-                blockingPool: BlockingPool? = nil, logger: Logger = Logger(label: "cloud")) {
+                blockingPool: BlockingPool? = nil, metrics: MetricsRegistry? = nil, logger: Logger = Logger(label: "cloud")) {
         self.configuration = configuration
         self.group = group
         self.logger = logger
@@ -30,7 +31,8 @@ public final class CloudCode: Sendable {
         hooks = HookStore(database: database)
         caller = WebhookCaller(client: client, key: configuration.webhookKey, timeout: configuration.timeout)
         deliveries = DeliveryStore(database: database)
-        worker = CloudWorker(store: deliveries, caller: caller, group: group, configuration: configuration, logger: logger)
+        worker = CloudWorker(store: deliveries, caller: caller, group: group, configuration: configuration,
+                             metrics: CloudMetrics(registry: metrics ?? MetricsRegistry()), logger: logger)
     }
 
     /// Listens for hook changes and starts the delivery worker.

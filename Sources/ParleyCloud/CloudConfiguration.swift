@@ -20,10 +20,15 @@ public struct CloudConfiguration: Sendable {
     public var backoffMax: Duration
     /// How often the worker looks for due deliveries when nothing woke it.
     public var pollInterval: Duration
+    /// After-trigger deliveries kept (pending and dead); beyond, the oldest are dropped.
+    public var maxDeliveries: Int
+    /// A delivery still failing when older than this is dead, whatever its attempts.
+    public var deliveryMaxAge: Duration
 
     public init(webhookKey: String? = nil, timeout: Duration = .seconds(10), jobTimeout: Duration = .seconds(900), maxAnswerBytes: Int = 1 << 20,
                 connectionsPerHost: Int = 16, queuePerHost: Int = 256, concurrency: Int = 16, maxAttempts: Int = 8,
-                backoffBase: Duration = .seconds(1), backoffMax: Duration = .seconds(300), pollInterval: Duration = .seconds(1)) {
+                backoffBase: Duration = .seconds(1), backoffMax: Duration = .seconds(300), pollInterval: Duration = .seconds(1),
+                maxDeliveries: Int = 100_000, deliveryMaxAge: Duration = .seconds(86_400)) {
         self.webhookKey = webhookKey
         self.timeout = timeout
         self.jobTimeout = jobTimeout
@@ -35,5 +40,7 @@ public struct CloudConfiguration: Sendable {
         self.backoffBase = backoffBase
         self.backoffMax = backoffMax
         self.pollInterval = pollInterval
+        self.maxDeliveries = max(1, maxDeliveries)
+        self.deliveryMaxAge = deliveryMaxAge
     }
 }

@@ -73,19 +73,38 @@ public struct DeliveryStore: Sendable {
     }
 
     /// The call failed before any answer: due again after `delay`, or dead (its job failed)
-    /// after `maxAttempts`. Returns true when it is dead.
+    /// after `maxAttempts` or once the delivery is older than `maxAge`. Returns true when it is dead.
     @discardableResult
-    public func retry(_ delivery: Claimed, error: String, delay: Duration, maxAttempts: Int) async throws(PostgresError) -> Bool {
-        let dead = delivery.attempt >= maxAttempts
-        _ = try await database.query("""
+    public func retry(_ delivery: Claimed, error: String, delay: Duration, maxAttempts: Int, maxAge: Duration) async throws(PostgresError) -> Bool {
+        let rows = try await database.query("""
             WITH changed AS (
-                UPDATE cloud_deliveries SET state = $3, due_at = now() + $4 * interval '1 millisecond', leased_until = NULL, last_error = $5
-                 WHERE id = $1 AND attempts = $2 RETURNING job_id
+                UPDATE cloud_deliveries
+                   SET state = CASE WHEN $3 OR created_at < now() - $6 * interval '1 millisecond' THEN 'dead' ELSE 'pending' END,
+                       due_at = now() + $4 * interval '1 millisecond', leased_until = NULL, last_error = $5
+                 WHERE id = $1 AND attempts = $2 RETURNING job_id, state
+            ), failed AS (
+                UPDATE cloud_jobs j SET status = 'failed', message = $5, updated_at = now(), finished_at = now()
+                  FROM changed WHERE j.object_id = changed.job_id AND changed.state = 'dead'
             )
-            UPDATE cloud_jobs j SET status = 'failed', message = $5, updated_at = now(), finished_at = now()
-              FROM changed WHERE j.object_id = changed.job_id AND $3 = 'dead'
-            """, [.int(delivery.id), .int(delivery.attempt), .text(dead ? "dead" : "pending"), .int(Int(delay.wholeMilliseconds)), .text(error)])
-        return dead
+            SELECT state FROM changed
+            """, [.int(delivery.id), .int(delivery.attempt), .bool(delivery.attempt >= maxAttempts), .int(Int(delay.wholeMilliseconds)), .text(error),
+                  .int(Int(maxAge.wholeMilliseconds))])
+        return rows.first?["state"].string == "dead"
+    }
+
+    /// Deletes the trigger deliveries beyond the newest `keeping` (dead ones go first, then the
+    /// oldest pending), at most 50,000 per call; answers how many of each went. Jobs are never dropped.
+    public func trim(keeping: Int) async throws(PostgresError) -> (pending: Int, dead: Int) {
+        let rows = try await database.query("""
+            WITH excess AS (
+                SELECT id FROM cloud_deliveries WHERE kind = 'trigger'
+                 ORDER BY (state = 'dead'), id DESC OFFSET $1 LIMIT 50000
+            ), dropped AS (
+                DELETE FROM cloud_deliveries d USING excess WHERE d.id = excess.id RETURNING d.state
+            )
+            SELECT count(*) FILTER (WHERE state = 'dead') AS dead, count(*) FILTER (WHERE state <> 'dead') AS pending FROM dropped
+            """, [.int(keeping)])
+        return (rows.first?["pending"].int ?? 0, rows.first?["dead"].int ?? 0)
     }
 
     /// `_JobStatus` rows as Parse objects, newest first, optionally one (`objectId`) or filtered

@@ -1,15 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ParleyLog
 import ParleyNet
 import Synchronization
 
-/// Sends this node's share of the outbox: claims due mails (`FOR UPDATE SKIP LOCKED`, so nodes
-/// never claim the same one) for each free slot of `concurrency`, delivers each in its own task,
-/// records the outcome; a
-/// temporary failure is retried with backoff, a refusal (5xx) is dead at once. Expired claims
-/// (a node stopped mid-send) are recovered, and old sent mails deleted.
+/// Sends this node's share of the outbox through a `DurableQueueWorker`: claims due mails
+/// (`FOR UPDATE SKIP LOCKED`, so nodes never claim the same one) for each free slot of
+/// `concurrency`, delivers each in its own task, records the outcome; a temporary failure is
+/// retried with backoff, a refusal (5xx) is dead at once. Expired claims (a node stopped
+/// mid-send) are recovered, and old sent mails deleted.
 ///
 /// A mail is marked sent only after the server accepted it, so a node killed between the two
 /// sends it again when its claim expires: at least once. Its Message-ID is the same both times.
@@ -17,148 +14,104 @@ public final class MailWorker: Sendable {
     public let outbox: MailOutbox
     public let configuration: MailConfiguration
     public let nodeID: String
-    private let client: SMTPClient
-    private let group: EventLoopGroup
-    private let signal: WakeSignal
-    private let backoff: RetryBackoff
-    private let logger: Logger
-    private let metrics: MailMetrics
-    private let running = Atomic<Bool>(false)
-    /// The claiming task and the deliveries in flight.
-    private let active = Atomic<Int>(0)
-    private let inFlight = Atomic<Int>(0)
-    private let sentCount = Atomic<Int>(0)
+    private let worker: DurableQueueWorker<MailDeliveries>
 
     public init(outbox: MailOutbox, client: SMTPClient, group: EventLoopGroup, configuration: MailConfiguration, nodeID: String,
                 metrics: MailMetrics, logger: Logger = Logger(label: "mail")) {
         self.outbox = outbox
-        self.client = client
-        self.group = group
         self.configuration = configuration
         self.nodeID = nodeID
-        self.logger = logger
-        self.metrics = metrics
-        signal = WakeSignal(loop: group.loops[0])
-        backoff = RetryBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
+        let deliveries = MailDeliveries(outbox: outbox, client: client, configuration: configuration, nodeID: nodeID, metrics: metrics, logger: logger)
+        worker = DurableQueueWorker(queue: deliveries, group: group, concurrency: configuration.concurrency,
+                                    pollInterval: configuration.pollInterval, logger: logger)
     }
 
     /// Mails this worker delivered (tests, metrics).
-    public var delivered: Int { sentCount.load(ordering: .relaxed) }
+    public var delivered: Int { worker.queue.sentCount.load(ordering: .relaxed) }
 
     public func start() {
-        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        active.add(1, ordering: .relaxed)
-        Task(executorPreference: group.loops[0]) { [self] in
-            await work()
-            active.subtract(1, ordering: .releasing)
-        }
+        worker.start()
     }
 
     /// Stops claiming; waits (blocking, up to `timeout`) for the deliveries in flight to be recorded.
     public func stop(timeout: Duration) {
-        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        signal.wake()
-        let deadline = EventLoop.monotonicNanoseconds() + timeout.nonNegativeNanoseconds
-        while active.load(ordering: .acquiring) > 0 && EventLoop.monotonicNanoseconds() < deadline {
-            var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
-            nanosleep(&pause, nil)
-        }
+        worker.stop(timeout: timeout)
     }
 
     /// Makes the worker look for due mails now (a mail was queued). Safe from any thread.
     public func wake() {
-        signal.wake()
+        worker.wake()
+    }
+}
+
+/// The outbox as a `DurableQueue`: a mail is attempted by handing it to the SMTP server.
+final class MailDeliveries: DurableQueue {
+    let outbox: MailOutbox
+    let client: SMTPClient
+    let configuration: MailConfiguration
+    let nodeID: String
+    let metrics: MailMetrics
+    let logger: Logger
+    let backoff: RetryBackoff
+    let sentCount = Atomic<Int>(0)
+    /// When sent mails were last deleted (monotonic nanoseconds; 0: never).
+    private let lastRetention = Atomic<UInt64>(0)
+
+    init(outbox: MailOutbox, client: SMTPClient, configuration: MailConfiguration, nodeID: String, metrics: MailMetrics, logger: Logger) {
+        self.outbox = outbox
+        self.client = client
+        self.configuration = configuration
+        self.nodeID = nodeID
+        self.metrics = metrics
+        self.logger = logger
+        backoff = RetryBackoff(base: configuration.backoffBase, max: configuration.backoffMax)
     }
 
-    /// Claims mails for the free delivery slots and starts a task per mail, until stopped; a
-    /// slow server holds its slot only, never the claiming of other mails.
-    private func work() async {
-        var lastMaintenance: UInt64 = 0
-        var lastRetention: UInt64 = 0
-        var next = 0
-        while running.load(ordering: .acquiring) {
-            let now = EventLoop.monotonicNanoseconds()
-            if lastMaintenance == 0 || now - lastMaintenance > configuration.pollInterval.nonNegativeNanoseconds {
-                lastMaintenance = now
-                let retention = lastRetention == 0 || now - lastRetention > 3_600_000_000_000
-                if retention { lastRetention = now }
-                await maintain(retention: retention)
-            }
-            let free = configuration.concurrency - inFlight.load(ordering: .acquiring)
-            guard free > 0 else {
-                await signal.sleep(upTo: configuration.pollInterval)
-                continue
-            }
-            let claimed: [MailOutbox.Claimed]
-            do {
-                claimed = try await outbox.claim(limit: free, node: nodeID, lease: configuration.lease)
-            } catch {
-                logger.warning("claiming mails failed", [("error", error.description)])
-                await signal.sleep(upTo: configuration.pollInterval)
-                continue
-            }
-            for mail in claimed {
-                inFlight.add(1, ordering: .relaxed)
-                active.add(1, ordering: .relaxed)
-                let loop = group.loops[next % group.loops.count]
-                next += 1
-                Task(executorPreference: loop) { [self] in
-                    await deliver(mail)
-                    inFlight.subtract(1, ordering: .releasing)
-                    active.subtract(1, ordering: .releasing)
-                    signal.wake()
-                }
-            }
-            if claimed.count < free { await signal.sleep(upTo: configuration.pollInterval) }
-        }
+    var itemName: String { "mail" }
+
+    func claim(limit: Int) async throws -> [MailOutbox.Claimed] {
+        try await outbox.claim(limit: limit, node: nodeID, lease: configuration.lease)
     }
 
-    private func deliver(_ mail: MailOutbox.Claimed) async {
+    func attempt(_ mail: MailOutbox.Claimed) async -> MailOutbox.Outcome {
         var random = SystemRandomNumberGenerator()
         let boundary = "parley-" + String(random.next(), radix: 36)
         let bytes = mail.message.rendered(id: mail.id, createdAt: mail.createdAt, boundary: boundary)
-        let outcome: MailOutbox.Outcome
         do {
             _ = try await client.deliver(bytes, from: mail.message.from.address, to: mail.message.to.address)
-            outcome = .sent
+            return .sent
         } catch {
-            outcome = error.isPermanent ? .dead(error: error.description)
+            return error.isPermanent ? .dead(error: error.description)
                 : .retry(error: error.description, delay: backoff.delay(afterAttempt: mail.attempt))
         }
-        await record(mail, outcome)
     }
 
-    /// Commits the outcome, retried a few times: an unrecorded mail is sent again after its lease.
-    private func record(_ mail: MailOutbox.Claimed, _ outcome: MailOutbox.Outcome) async {
-        for attempt in 1...5 {
-            do {
-                let state = try await outbox.finish(id: mail.id, attempt: mail.attempt, outcome: outcome, maxAttempts: configuration.maxAttempts)
-                switch (outcome, state) {
-                case (.sent, _):
-                    sentCount.add(1, ordering: .relaxed)
-                    metrics.sent.increment()
-                    logger.info("mail sent", [("mail", "\(mail.id)"), ("kind", mail.kind), ("attempt", "\(mail.attempt)")])
-                case (.retry(let error, let delay), "pending"):
-                    metrics.retried.increment()
-                    logger.warning("mail delivery failed; retrying", [("mail", "\(mail.id)"), ("attempt", "\(mail.attempt)"), ("error", error),
-                                                                      ("retryIn", "\(delay.wholeMilliseconds)ms")])
-                    signal.wake(after: delay)
-                case (.retry(let error, _), _), (.dead(let error), _):
-                    metrics.dead.increment()
-                    logger.error("mail is dead", [("mail", "\(mail.id)"), ("kind", mail.kind), ("attempts", "\(mail.attempt)"), ("error", error)])
-                }
-                return
-            } catch {
-                guard attempt < 5 else {
-                    logger.error("recording a mail outcome failed; it is sent again after its lease", [("mail", "\(mail.id)"), ("error", error.description)])
-                    return
-                }
-                await (EventLoop.current ?? group.loops[0]).sleep(for: .milliseconds(200 * attempt))
-            }
+    func record(_ mail: MailOutbox.Claimed, _ outcome: MailOutbox.Outcome) async throws -> Duration? {
+        let state = try await outbox.finish(id: mail.id, attempt: mail.attempt, outcome: outcome, maxAttempts: configuration.maxAttempts)
+        switch (outcome, state) {
+        case (.sent, _):
+            sentCount.add(1, ordering: .relaxed)
+            metrics.sent.increment()
+            logger.info("mail sent", [("mail", "\(mail.id)"), ("kind", mail.kind), ("attempt", "\(mail.attempt)")])
+            return nil
+        case (.retry(let error, let delay), "pending"):
+            metrics.retried.increment()
+            logger.warning("mail delivery failed; retrying", [("mail", "\(mail.id)"), ("attempt", "\(mail.attempt)"), ("error", error),
+                                                              ("retryIn", "\(delay.wholeMilliseconds)ms")])
+            return delay
+        case (.retry(let error, _), _), (.dead(let error), _):
+            metrics.dead.increment()
+            logger.error("mail is dead", [("mail", "\(mail.id)"), ("kind", mail.kind), ("attempts", "\(mail.attempt)"), ("error", error)])
+            return nil
         }
     }
 
-    private func maintain(retention: Bool) async {
+    /// Recovers expired leases; deletes old sent mails once an hour.
+    func maintain() async {
+        let now = EventLoop.monotonicNanoseconds()
+        let last = lastRetention.load(ordering: .relaxed)
+        let retention = last == 0 || now - last > 3_600_000_000_000
+        if retention { lastRetention.store(now, ordering: .relaxed) }
         do {
             let recovered = try await outbox.recoverExpiredLeases(maxAttempts: configuration.maxAttempts)
             if recovered > 0 { logger.warning("mails recovered from a stopped node", [("mails", "\(recovered)")]) }

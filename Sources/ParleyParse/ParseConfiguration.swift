@@ -63,10 +63,14 @@ public struct ParsePushSettings: Sendable {
     public var lease: Duration
     /// Called after each page is committed (wakes the push worker).
     public var queued: @Sendable () -> Void
+    /// Pushes being paged into jobs on this node at once; a push over the cap waits, recorded,
+    /// for a free slot on any node.
+    public var pagers: AdmissionLimit
 
-    public init(pageSize: Int = 1000, lease: Duration = .seconds(30), queued: @escaping @Sendable () -> Void = {}) {
+    public init(pageSize: Int = 1000, lease: Duration = .seconds(30), maxPaging: Int = 4, queued: @escaping @Sendable () -> Void = {}) {
         self.pageSize = max(1, min(pageSize, 1000))
         self.lease = lease
         self.queued = queued
+        pagers = AdmissionLimit(maxConcurrent: maxPaging)
     }
 }

@@ -1,6 +1,7 @@
 import ParleyAccounts
 import ParleyJSON
 import ParleyLog
+import ParleyNet
 import ParleyPostgres
 
 /// Parse classes kept by the push module.
@@ -12,7 +13,9 @@ extension ParseAPI {
     /// `POST /push` (master key; Parse Server's PushRouter): records the push (`_PushStatus`)
     /// and answers `{"result":true}` with `X-Parse-Push-Status-Id` at once; the installations
     /// it matches are then queued as push jobs page by page (`queuePush`), each page in its own
-    /// transaction, so no push is one transaction or held in memory.
+    /// transaction, so no push is one transaction or held in memory. At most `pagers` pushes
+    /// page at once per node: one over the cap is recorded unleased and waits (`pending`) until
+    /// a pager on any node claims it.
     func sendPush(_ request: ParseRequest) async throws -> ParseResponse {
         guard let settings = configuration.push else { throw ParseError.pushMisconfigured("Missing push configuration") }
         let body = request.object
@@ -63,13 +66,27 @@ extension ParseAPI {
         // The query is compiled now so a bad `where` fails this request, not the background pages.
         _ = try await accounts.installations.pushPage(where: condition, after: nil, limit: 0, badge: .none, on: request.db).count
         let id = RandomID.objectID()
-        try await Self.sql(request.db, "SELECT push_create_parse($1, $2, $3, $4, $5, $6, $7)", [
-            .text(id), .json(condition.serialized()), .json(JSONValue.object(data).serialized()),
-            pushTime.map { .timestamp(milliseconds: $0) } ?? .null, expiresAt.map { .timestamp(milliseconds: $0) } ?? .null,
-            interval.map { .int(Int($0)) } ?? .null, .int(Int(settings.lease.wholeMilliseconds)),
-        ])
-        let pages = Task { [self] in await queuePush(id, where: condition, payload: data, cursor: nil, settings: settings) }
-        _ = pages
+        let paging = settings.pagers.tryEnter()
+        do {
+            try await Self.sql(request.db, "SELECT push_create_parse($1, $2, $3, $4, $5, $6, $7)", [
+                .text(id), .json(condition.serialized()), .json(JSONValue.object(data).serialized()),
+                pushTime.map { .timestamp(milliseconds: $0) } ?? .null, expiresAt.map { .timestamp(milliseconds: $0) } ?? .null,
+                interval.map { .int(Int($0)) } ?? .null, .int(paging ? Int(settings.lease.wholeMilliseconds) : 0),
+            ])
+        } catch {
+            if paging { settings.pagers.leave() }
+            throw error
+        }
+        if paging {
+            let pages = Task { [self] in
+                await queuePush(id, where: condition, payload: data, cursor: nil, settings: settings)
+                await pageClaimedPushes(settings)
+                settings.pagers.leave()
+            }
+            _ = pages
+        } else {
+            logger.notice("push waits for a paging slot", [("push", id), ("pagers", "\(settings.pagers.maxConcurrent)")])
+        }
         return ParseResponse(json: ["result": true], headers: [("X-Parse-Push-Status-Id", id)])
     }
 
@@ -108,10 +125,17 @@ extension ParseAPI {
         }
     }
 
-    /// Picks up pushes whose pages a stopped node left unqueued (expired lease), one at a time,
-    /// until none is left. Call at start and periodically.
+    /// Pages the pushes waiting for a slot (over the cap) or left unqueued by a stopped node
+    /// (expired lease), holding one paging slot, until none is left; nothing when every slot is
+    /// taken (their holders carry on with the waiting pushes). Call at start and periodically.
     public func resumePushes() async {
-        guard let settings = configuration.push else { return }
+        guard let settings = configuration.push, settings.pagers.tryEnter() else { return }
+        await pageClaimedPushes(settings)
+        settings.pagers.leave()
+    }
+
+    /// Claims waiting pushes one at a time and queues their pages, until none is left.
+    private func pageClaimedPushes(_ settings: ParsePushSettings) async {
         while true {
             let rows: PostgresRows
             do {
@@ -123,7 +147,7 @@ extension ParseAPI {
             }
             guard let row = rows.first, let id = row["object_id"].string, let query = row["query"].string.flatMap({ try? JSONParser().parse($0) }),
                   case .object(let payload)? = row["payload"].string.flatMap({ try? JSONParser().parse($0) }) else { return }
-            logger.notice("resuming a push", [("push", id), ("cursor", row["cursor"].string ?? "")])
+            logger.notice("paging a waiting push", [("push", id), ("cursor", row["cursor"].string ?? "")])
             await queuePush(id, where: query, payload: payload, cursor: row["cursor"].string, settings: settings)
         }
     }

@@ -18,13 +18,25 @@ enum AdminCommand {
         _ arguments: [String], environment: [String: String], usage: String, minimumArguments: Int = 2,
         body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient) async -> Int32
     ) throws -> Int32 {
-        var databaseArguments: [String] = []
+        try run(arguments, environment: environment, usage: usage, minimumArguments: minimumArguments, options: [], settings: { _ in () }) {
+            arguments, database, _ in await body(arguments, database)
+        }
+    }
+
+    /// `run` for a command that also takes `options` (beside the database ones): `settings` reads
+    /// them (a bad value fails before anything connects) into what `body` gets.
+    static func run<Settings: Sendable>(
+        _ arguments: [String], environment: [String: String], usage: String, minimumArguments: Int = 2, options: [ConfigOption],
+        settings: (ConfigValues) throws -> Settings,
+        body: @escaping @Sendable (_ arguments: [String], _ database: PostgresClient, _ settings: Settings) async -> Int32
+    ) throws -> Int32 {
+        var optionArguments: [String] = []
         var rest: [String] = []
         var iterator = arguments.makeIterator()
-        let flags = Set(databaseOptions.map(\.flag))
+        let flags = Set((databaseOptions + options).map(\.flag))
         while let argument = iterator.next() {
             if flags.contains(argument), let value = iterator.next() {
-                databaseArguments += [argument, value]
+                optionArguments += [argument, value]
             } else {
                 rest.append(argument)
             }
@@ -33,7 +45,8 @@ enum AdminCommand {
             print(usage)
             return rest.contains("--help") ? 0 : 2
         }
-        let values = try ConfigValues(options: databaseOptions, arguments: databaseArguments, environment: environment)
+        let values = try ConfigValues(options: databaseOptions + options, arguments: optionArguments, environment: environment)
+        let parsed = try settings(values)
         if let level = LogLevel(name: values.string("log-level")) { LogSink.level = max(level, .warning) }
         let provisioned = try DatabaseProvisioner(databaseURL: values.optionalString("database-url"), dataDirectory: values.string("data-dir")).provision(ownAdopted: false)
         defer { try? provisioned.embedded?.stop() }
@@ -48,7 +61,7 @@ enum AdminCommand {
         Task {
             do {
                 try await client.waitUntilReady()
-                code.store(await body(commandArguments, client), ordering: .relaxed)
+                code.store(await body(commandArguments, client, parsed), ordering: .relaxed)
             } catch {
                 CommandLineInterface.printError("database unavailable: \(error)")
             }

@@ -69,6 +69,8 @@ public struct ServerConfig: Sendable {
     public var pages: AccountPages
     /// Push delivery (`--push-*` options).
     public var push: PushConfiguration
+    /// `POST /push` requests paged into jobs at once per node (`--push-paging-concurrency`).
+    public var pushPagingConcurrency: Int
     /// The app's name (mails, account pages).
     public var appName: String
     /// Login providers for authData (`--auth-*` options).
@@ -234,6 +236,7 @@ public struct ServerConfig: Sendable {
         tlsCAFile = values.optionalString("tls-ca-file")
         calls = try Self.callConfiguration(values)
         push = try Self.pushConfiguration(values)
+        pushPagingConcurrency = try values.int("push-paging-concurrency", in: 1...256)
         appName = values.string("app-name")
         identity = try Self.identityConfiguration(values)
         push.tlsCAFile = tlsCAFile
@@ -343,6 +346,7 @@ extension ServerConfig {
         ConfigOption("push-request-timeout", env: "PARLEY_PUSH_REQUEST_TIMEOUT", default: "10s", "Deadline of one gateway request; a node that stops mid-send loses its jobs to the others after twice this plus 5 s."),
         ConfigOption("push-poll-interval", env: "PARLEY_PUSH_POLL_INTERVAL", default: "1s", "How often a node looks for due push jobs when nothing woke it (retries, other nodes' jobs)."),
         ConfigOption("push-retention", env: "PARLEY_PUSH_RETENTION", default: "7d", "Finished push jobs are deleted after this (dead ones stay)."),
+        ConfigOption("push-paging-concurrency", env: "PARLEY_PUSH_PAGING_CONCURRENCY", default: "4", "POST /push requests paged into push jobs at once per node; more wait, recorded (_PushStatus pending), for a free slot on any node."),
     ]
 
     static func pushConfiguration(_ values: ConfigValues) throws(ConfigError) -> PushConfiguration {
@@ -386,11 +390,14 @@ extension ServerConfig {
         ConfigOption("webhook-backoff-base", env: "PARLEY_WEBHOOK_BACKOFF_BASE", default: "1s", "Delay before a delivery's second attempt; doubles per attempt, with jitter."),
         ConfigOption("webhook-backoff-max", env: "PARLEY_WEBHOOK_BACKOFF_MAX", default: "5m", "Longest delay between delivery attempts."),
         ConfigOption("webhook-poll-interval", env: "PARLEY_WEBHOOK_POLL_INTERVAL", default: "1s", "How often a node looks for due deliveries when nothing woke it (retries, other nodes' work)."),
+        ConfigOption("webhook-max-deliveries", env: "PARLEY_WEBHOOK_MAX_DELIVERIES", default: "100000", "After-trigger deliveries kept (pending and dead); beyond, the oldest are dropped (dead first), logged and counted."),
+        ConfigOption("webhook-delivery-max-age", env: "PARLEY_WEBHOOK_DELIVERY_MAX_AGE", default: "24h", "An after-trigger or job delivery still failing when older than this is dead, whatever its attempts."),
     ]
 
     static func cloudConfiguration(_ values: ConfigValues) throws(ConfigError) -> CloudConfiguration {
         var parsed: [String: Duration] = [:]
-        for key in ["webhook-timeout", "webhook-job-timeout", "webhook-backoff-base", "webhook-backoff-max", "webhook-poll-interval"] {
+        for key in ["webhook-timeout", "webhook-job-timeout", "webhook-backoff-base", "webhook-backoff-max", "webhook-poll-interval",
+                    "webhook-delivery-max-age"] {
             let value = try values.duration(key)
             guard value >= .milliseconds(10) else {
                 throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
@@ -402,6 +409,7 @@ extension ServerConfig {
             maxAnswerBytes: try values.int("webhook-max-answer-bytes", in: 1024...(64 << 20)),
             connectionsPerHost: try values.int("webhook-connections", in: 1...1024), queuePerHost: try values.int("webhook-queue", in: 0...100_000),
             concurrency: try values.int("webhook-concurrency", in: 1...1024), maxAttempts: try values.int("webhook-max-attempts", in: 1...1000),
-            backoffBase: parsed["webhook-backoff-base"]!, backoffMax: parsed["webhook-backoff-max"]!, pollInterval: parsed["webhook-poll-interval"]!)
+            backoffBase: parsed["webhook-backoff-base"]!, backoffMax: parsed["webhook-backoff-max"]!, pollInterval: parsed["webhook-poll-interval"]!,
+            maxDeliveries: try values.int("webhook-max-deliveries", in: 1...100_000_000), deliveryMaxAge: parsed["webhook-delivery-max-age"]!)
     }
 }

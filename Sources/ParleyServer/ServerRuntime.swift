@@ -91,7 +91,8 @@ public final class ServerRuntime: Sendable {
                             metrics: metrics.registry, logger: Logger(label: "calls"))
         realtime.register(handler: CallFrameHandler(calls: calls, realtime: realtime), forTypePrefix: "call.")
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
-        cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, logger: Logger(label: "cloud"))
+        cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, metrics: metrics.registry,
+                          logger: Logger(label: "cloud"))
         let push = self.push
         parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
@@ -101,7 +102,7 @@ public final class ServerRuntime: Sendable {
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
                                                                                 perAddress: config.loginFailuresPerAddress,
                                                                                 window: config.loginFailureWindow),
-                                                   pages: config.pages, push: ParsePushSettings(queued: { push.worker.wake() }),
+                                                   pages: config.pages, push: ParsePushSettings(maxPaging: config.pushPagingConcurrency, queued: { push.worker.wake() }),
                                                    allowClientClassCreation: config.allowClientClassCreation),
                          accounts: accounts, cloud: cloud,
                          files: ParseFiles(storage: try DiskFileStorage(directory: config.files.directory, pool: blockingPool),

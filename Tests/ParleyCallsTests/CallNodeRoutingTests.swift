@@ -121,6 +121,7 @@ final class CallNodeRoutingTests: XCTestCase {
     /// sending any call frame, keeps the call owned by another node.
     func testAnsweringDeviceBackOnAnotherNodeKeepsTheCall() async throws {
         let (database, a, b, id) = try await Self.callAnsweredOnNodeBThenLost("nodesback")
+        // Kept: 100 ms away, within the grace period (the time tested).
         try await Task.sleep(for: .milliseconds(100))
         b.transport.connect(H.bobPhone)
         b.service.deviceConnected(H.bobPhone)

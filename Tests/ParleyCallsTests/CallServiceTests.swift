@@ -167,6 +167,7 @@ final class CallServiceTests: XCTestCase {
         XCTAssertNotNil(establishedCaller)
         XCTAssertNotNil(establishedCallee)
 
+        // Kept: the established call lasts 30 ms, and its `duration` is checked below.
         try await Task.sleep(for: .milliseconds(30))
         expect(await h.send(H.alice, "call.hangup", [("callId", .string(callId))]), "ok")
         let endedCaller = await h.transport.waitFor(H.alice, "call.ended")
@@ -298,9 +299,11 @@ final class CallServiceTests: XCTestCase {
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(kept)), ("sdp", "a")]), "ok")
         h.transport.disconnect(H.bobPhone)
         h.service.deviceDisconnected(H.bobPhone)
+        // Kept: 150 ms away, within the 400 ms grace period (the time tested).
         try await Task.sleep(for: .milliseconds(150))
         h.transport.connect(H.bobPhone)
         h.service.deviceConnected(H.bobPhone)
+        // Kept: a window past the grace period in which the call must not end.
         try await Task.sleep(for: .milliseconds(500))
         XCTAssertFalse(h.transport.receivedTypes(H.alice).contains("call.ended"))
         expect(await h.send(H.alice, "call.hangup", [("callId", .string(kept))]), "ok")
@@ -336,8 +339,10 @@ final class CallServiceTests: XCTestCase {
         expect(await h.send(H.bobPhone, "call.answer", [("callId", .string(callId)), ("sdp", "a")]), "ok")
         h.transport.disconnect(H.alice)
         h.service.deviceDisconnected(H.alice)
+        // Kept: 100 ms away, within the grace period (the time tested).
         try await Task.sleep(for: .milliseconds(100))
         h.transport.connect(H.alice)
+        // Kept: a window past the grace period in which the call must not end.
         try await Task.sleep(for: .milliseconds(600))
         XCTAssertFalse(h.transport.receivedTypes(H.bobPhone).contains("call.ended"))
         // Lost again later: a fresh grace period starts.
@@ -534,6 +539,7 @@ final class CallServiceTests: XCTestCase {
         }
         XCTAssertEqual(fresh.activeCalls(of: H.bobPhone.userId), 0)
         XCTAssertEqual(fresh.activeCalls(of: H.alice.userId), 0)
+        // Kept: a window in which a late write of the duplicate must not happen.
         try await Task.sleep(for: .milliseconds(200))
         let after = try await h.store.find(callId)
         XCTAssertEqual(after, earlier, "the earlier call's row is not overwritten")
@@ -695,6 +701,7 @@ final class CallServiceTests: XCTestCase {
             expect(await h.invite(callId), "ok")
             await h.send(H.bobPhone, "call.hangup", [("callId", .string(callId))])
             _ = try await storedRecord(h, callId) { $0.state == .ended }
+            // Kept: calls started in distinct milliseconds, so the history order is defined.
             try await Task.sleep(for: .milliseconds(5))
         }
         let aliceHistory = try await h.service.history(userId: H.alice.userId, before: nil, limit: 2)

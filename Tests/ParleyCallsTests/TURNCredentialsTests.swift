@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCalls
 import ParleyJSON
+import ParleyNet
 import ParleyTestSupport
 import XCTest
 
@@ -24,11 +25,11 @@ final class TURNCredentialsTests: XCTestCase {
 
     /// RFC 2202 test cases 1, 2 and 6 for HMAC-SHA1.
     func testHMACSHA1MatchesRFC2202() {
-        XCTAssertEqual(Self.hex(TURNCredentials.hmacSHA1(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))),
+        XCTAssertEqual(Self.hex(HMACDigest.sha1(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))),
                        "b617318655057264e28bc0b6fb378c8ef146be00")
-        XCTAssertEqual(Self.hex(TURNCredentials.hmacSHA1(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))),
+        XCTAssertEqual(Self.hex(HMACDigest.sha1(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))),
                        "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
-        XCTAssertEqual(Self.hex(TURNCredentials.hmacSHA1(key: [UInt8](repeating: 0xaa, count: 80), message: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8))),
+        XCTAssertEqual(Self.hex(HMACDigest.sha1(key: [UInt8](repeating: 0xaa, count: 80), message: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8))),
                        "aa4ae5e15272d00e95705637ce8a3b55ed402112")
     }
 
@@ -93,19 +94,7 @@ final class TURNCredentialsTests: XCTestCase {
             throw Self.missingTool("coturn is not installed (scripts/setup.sh --all installs it)")
         }
         let secret = "parley-test-secret-\(getpid())"
-        let port = FreePort.next()
-        let relayBase = 50_000 + Int(getpid() % 100) * 100
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: turnserver)
-        server.arguments = [
-            "--use-auth-secret", "--static-auth-secret=\(secret)", "--realm", "parley", "-n",
-            "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", "\(port)",
-            "--min-port", "\(relayBase)", "--max-port", "\(relayBase + 99)",
-            "--no-tls", "--no-dtls", "--no-cli", "--allow-loopback-peers", "--log-file", "stdout", "--simple-log",
-        ]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let (server, port) = try Self.startCoturn(turnserver, secret: secret)
         defer {
             server.terminate()
             server.waitUntilExit()
@@ -131,18 +120,54 @@ final class TURNCredentialsTests: XCTestCase {
         let configuration = TURNConfiguration(uris: ["turn:127.0.0.1:\(port)"], secret: secret, ttl: .seconds(600))
         let now = Int64(Date().timeIntervalSince1970)
         let good = TURNCredentials(userId: "AbCdEf1234", configuration: configuration, nowSeconds: now)
-        // The server may still be starting: retry the good credential for a few seconds.
-        var status: Int32 = -1
-        for _ in 0..<25 {
-            status = try allocate(username: good.username, password: good.password)
-            if status == 0 { break }
-            usleep(200_000)
-        }
-        XCTAssertEqual(status, 0, "coturn refused a valid credential")
+        XCTAssertEqual(try allocate(username: good.username, password: good.password), 0, "coturn refused a valid credential")
         XCTAssertNotEqual(try allocate(username: good.username, password: TURNCredentials.password(username: good.username, secret: "wrong")), 0,
                           "coturn accepted a password made with another secret")
         let expired = TURNCredentials(userId: "AbCdEf1234", configuration: configuration, nowSeconds: now - 3_600)
         XCTAssertLessThan(Int64(expired.username.split(separator: ":")[0])!, now)
         XCTAssertNotEqual(try allocate(username: expired.username, password: expired.password), 0, "coturn accepted an expired credential")
+    }
+
+    /// coturn on loopback with `secret`, once its log shows it listening. It cannot bind port 0 and
+    /// report the port, and retries a taken one forever, so a free port is picked and, when its log
+    /// says "Cannot bind" before "(admin thread)" (its last start-up line), the next is tried.
+    static func startCoturn(_ turnserver: String, secret: String) throws -> (Process, Int) {
+        let directory = NSTemporaryDirectory() + "parley-coturn-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for attempt in 0..<8 {
+            let port = FreePort.next()
+            let relayBase = 50_000 + Int(getpid() % 100) * 100
+            let logPath = directory + "/turn-\(attempt).log"
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: turnserver)
+            server.arguments = [
+                "--use-auth-secret", "--static-auth-secret=\(secret)", "--realm", "parley", "-n",
+                "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", "\(port)",
+                "--min-port", "\(relayBase)", "--max-port", "\(relayBase + 99)",
+                "--no-tls", "--no-dtls", "--no-cli", "--allow-loopback-peers", "--log-file", logPath, "--simple-log",
+                "--pidfile", directory + "/turn.pid",
+            ]
+            server.standardOutput = FileHandle.nullDevice
+            server.standardError = FileHandle.nullDevice
+            try server.run()
+            let deadline = Date().addingTimeInterval(30)
+            var text = ""
+            while Date() < deadline && server.isRunning {
+                text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+                if text.contains("Cannot bind") || text.contains("(admin thread)") { break }
+                usleep(20_000)
+            }
+            if text.contains("(admin thread)") && !text.contains("Cannot bind") { return (server, port) }
+            server.terminate()
+            server.waitUntilExit()
+            if !text.contains("Cannot bind") { throw CoturnDidNotStart(log: String(text.suffix(3000))) }
+        }
+        throw CoturnDidNotStart(log: "no free port in 8 attempts")
+    }
+
+    struct CoturnDidNotStart: Error, CustomStringConvertible {
+        let log: String
+        var description: String { "coturn did not start listening:\n\(log)" }
     }
 }

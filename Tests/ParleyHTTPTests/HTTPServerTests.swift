@@ -1,5 +1,6 @@
 import Foundation
 import ParleyNet
+import ParleyTestSupport
 import Synchronization
 import XCTest
 @testable import ParleyHTTP
@@ -48,6 +49,8 @@ final class HTTPServerTests: XCTestCase {
     static let healthResponse = HTTPResponse(headers: ["Content-Type": "text/plain"], body: "ok")
     static let fixedResponse = HTTPResponse(headers: ["Date": "yesterday", "Content-Length": "7", "X-Fixed": "1"])
     static let closingResponse = HTTPResponse(headers: ["Connection": "close"], body: "bye")
+    /// How many `/slow` requests reached their handler (a test waits for its own instead of sleeping).
+    static let slowRequestsStarted = Atomic<Int>(0)
 
     private func makeRouter() -> Router {
         let router = Router()
@@ -66,6 +69,8 @@ final class HTTPServerTests: XCTestCase {
         router.inline(.get, "/only-get") { _, _ in HTTPResponse(body: "get") }
         router.put("/only-get") { _, _ in HTTPResponse(body: "put") }
         router.get("/slow") { _, _ in
+            HTTPServerTests.slowRequestsStarted.add(1, ordering: .relaxed)
+            // The slow handler itself: 300 ms of work that a quiescing server lets finish.
             try await Task.sleep(for: .milliseconds(300))
             return HTTPResponse(body: "slow")
         }
@@ -499,8 +504,9 @@ final class HTTPServerTests: XCTestCase {
         try idle.send("GET /health HTTP/1.1\r\n\r\n")
         XCTAssertEqual(try idle.readResponse().status, 200)
         let busy = try HTTPTestClient(port: server.port)
+        let started = Self.slowRequestsStarted.load(ordering: .relaxed)
         try busy.send("GET /slow HTTP/1.1\r\n\r\n")
-        usleep(100_000)
+        XCTAssertTrue(WaitUntil.holds { Self.slowRequestsStarted.load(ordering: .relaxed) > started }, "the slow request reached its handler")
         server.quiesce()
         XCTAssertTrue(idle.closedWithin(seconds: 2))
         let response = try busy.readResponse()

@@ -166,7 +166,9 @@ final class ServeTests: XCTestCase {
         let server = try ParleyServerProcess(arguments: ["--enable-test-endpoints"])
         let slow = try TestHTTPClient(port: server.port)
         try slow.send("GET /test/sleep?ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n")
-        usleep(300_000)
+        XCTAssertTrue(WaitUntil.holds {
+            (try? TestHTTPClient(port: server.port).request("GET", "/test/sleeping"))?.text == "1"
+        }, "the slow request reached its handler")
         server.send(signal: SIGTERM)
         let response = try slow.readResponse()
         XCTAssertEqual(response.status, 200)
@@ -214,11 +216,11 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         try FileManager.default.copyItem(at: URL(fileURLWithPath: ParleyServerProcess.binaryPath), to: binary)
         let dataDirectory = workDirectory.appendingPathComponent(".parley")
 
-        let port = FreePort.next()
+        let portFile = workDirectory.appendingPathComponent("serve.port")
         let process = Process()
         process.executableURL = binary
         process.currentDirectoryURL = workDirectory
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "\(port)"]
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--port-file", portFile.path]
         var environment = ProcessInfo.processInfo.environment
         for name in ["DATABASE_URL", "PARLEY_DATA_DIR", "PARLEY_MIGRATIONS_DIR"] { environment.removeValue(forKey: name) }
         process.environment = environment
@@ -230,15 +232,15 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         try process.run()
         func serverLog() -> String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
-        var ready = false
-        let deadline = Date().addingTimeInterval(90)
-        while Date() < deadline && process.isRunning {
-            if let response = try? TestHTTPClient(port: port).request("GET", "/ready"), response.status == 200 {
-                ready = true
-                break
+        // Port 0: the port the server bound is read back from its --port-file.
+        var port = 0
+        let ready = WaitUntil.holds(timeout: .seconds(90), interval: .milliseconds(100)) {
+            guard process.isRunning else { return true }
+            if port == 0, let text = try? String(contentsOf: portFile, encoding: .utf8) {
+                port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
             }
-            usleep(100_000)
-        }
+            return port != 0 && (try? TestHTTPClient(port: port).request("GET", "/ready"))?.status == 200
+        } && process.isRunning
         XCTAssertTrue(ready, "embedded server never became ready: \(serverLog())")
         let pidFile = dataDirectory.appendingPathComponent("postgres/data/postmaster.pid").path
         XCTAssertTrue(FileManager.default.fileExists(atPath: pidFile), "no embedded PostgreSQL running under ./.parley")

@@ -63,22 +63,29 @@ public final class TestPostgres: Sendable {
         let directory = String(cString: made)
         chmod(directory, 0o755)
         try? "\(getpid())\n".write(toFile: directory + "/" + ownerFile, atomically: true, encoding: .utf8)
-        let port = FreePort.next()
-        let cluster = EmbeddedPostgres(configuration: .init(
-            dataDirectory: directory,
-            databaseName: "postgres",
-            listen: .tcp(host: "127.0.0.1", port: port),
-            durable: false,
-            timeoutSeconds: 60,
-            settings: ["max_connections": "200"]
-        ))
-        do {
-            try cluster.start()
-        } catch {
-            try? FileManager.default.removeItem(atPath: directory)
-            return .failure(error)
+        // PostgreSQL cannot bind port 0 and report it: a free port is picked, and when another
+        // process binds it first (the start fails with "could not bind"), the next one is tried.
+        var attempt = 0
+        while true {
+            attempt += 1
+            let port = FreePort.next()
+            let cluster = EmbeddedPostgres(configuration: .init(
+                dataDirectory: directory,
+                databaseName: "postgres",
+                listen: .tcp(host: "127.0.0.1", port: port),
+                durable: false,
+                timeoutSeconds: 60,
+                settings: ["max_connections": "200"]
+            ))
+            do {
+                try cluster.start()
+                return .success(TestPostgres(cluster: cluster, directory: directory, port: port))
+            } catch {
+                if case .commandFailed(_, _, let output) = error, output.contains("could not bind"), attempt < 8 { continue }
+                try? FileManager.default.removeItem(atPath: directory)
+                return .failure(error)
+            }
         }
-        return .success(TestPostgres(cluster: cluster, directory: directory, port: port))
     }
 
     /// Names the test process that owns a cluster directory.

@@ -35,11 +35,11 @@ DETAIL_FIELDS = ("startedAt", "progressedAt", "rungAt", "answeredAt", "establish
 async def main():
     postgres = TempPostgres()
     url = postgres.create_database("calls")
-    turn_port = free_port()
-    # coturn takes its port first, so nothing else does before the TURN check at the end.
-    coturn = Coturn(turn_port) if Coturn.available() else None
+    # coturn takes its port first (seen bound in its log), so nothing else does before the TURN check at the end.
+    coturn = Coturn() if Coturn.available() else None
     if coturn is None and tools_required():
         raise RuntimeError("coturn (turnserver, turnutils_uclient) is missing under CI: bash scripts/setup.sh installs it")
+    turn_port = coturn.port if coturn else free_port()
     server = ParleyServer(url, extra=[
         "--call-reach-timeout", f"{int(REACH * 1000)}ms", "--call-ring-timeout", f"{int(RING * 1000)}ms",
         "--call-grace-period", f"{int(GRACE * 1000)}ms", "--call-max-per-user", "1",
@@ -386,18 +386,41 @@ async def history_and_turn(server, users, turn_port, coturn):
 class Coturn:
     """coturn with the test secret (`--use-auth-secret`) on loopback, when it is installed."""
 
-    def __init__(self, port):
-        self.port = port
+    def __init__(self, attempts=8):
         self.directory = tempfile.mkdtemp(prefix="parley-coturn-")
-        self.log_path = os.path.join(self.directory, "turn.log")
-        relay = free_port()
-        relay = max(20000, min(relay, 65000 - 200))
-        self.process = subprocess.Popen([
-            "turnserver", "--use-auth-secret", f"--static-auth-secret={TURN_SECRET}", "--realm", "parley", "-n",
-            "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", str(port),
-            "--min-port", str(relay), "--max-port", str(relay + 199), "--no-tls", "--no-dtls", "--no-cli",
-            "--allow-loopback-peers", "--log-file", self.log_path, "--simple-log", "--pidfile", os.path.join(self.directory, "turn.pid"),
-        ], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for attempt in range(attempts):
+            self.port = free_port()
+            self.log_path = os.path.join(self.directory, f"turn-{attempt}.log")
+            relay = max(20000, min(free_port(), 65000 - 200))
+            self.process = subprocess.Popen([
+                "turnserver", "--use-auth-secret", f"--static-auth-secret={TURN_SECRET}", "--realm", "parley", "-n",
+                "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", str(self.port),
+                "--min-port", str(relay), "--max-port", str(relay + 199), "--no-tls", "--no-dtls", "--no-cli",
+                "--allow-loopback-peers", "--log-file", self.log_path, "--simple-log", "--pidfile", os.path.join(self.directory, "turn.pid"),
+            ], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._listening():
+                return
+            self.stop(keep_directory=True)
+        raise RuntimeError(f"coturn could not bind a free port in {attempts} attempts")
+
+    def _listening(self, timeout=30):
+        """coturn cannot bind port 0 and report it, and retries a taken port forever: its log says
+        which happened ("Cannot bind" before "(admin thread)", its last start-up line)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open(self.log_path, errors="replace") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                text = ""
+            if "Cannot bind" in text:
+                return False
+            if "(admin thread)" in text:
+                return True
+            if self.process.poll() is not None:
+                raise RuntimeError(f"coturn exited with {self.process.returncode}:\n{text[-3000:]}")
+            time.sleep(0.05)
+        raise RuntimeError(f"coturn did not start within {timeout} s")
 
     @staticmethod
     def available():
@@ -418,13 +441,15 @@ class Coturn:
             time.sleep(0.5)
         return False
 
-    def stop(self):
+    def stop(self, keep_directory=False):
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
-        shutil.rmtree(self.directory, ignore_errors=True)
+            self.process.wait()
+        if not keep_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

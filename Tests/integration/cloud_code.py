@@ -88,13 +88,12 @@ def hooks_api(a, b, hooks):
     ok("node B calls the hook registered on node A", answer == {"result": 1}, answer)
     status, answer, _ = parse(a, "PUT", "/hooks/functions/where", {"url": hooks.url("/where-2")}, master=True)
     ok("update function hook", answer == {"functionName": "where", "url": hooks.url("/where-2")}, answer)
-    time.sleep(0.2)
-    status, answer, _ = parse(b, "POST", "/functions/where", {})
+    # Node B hears the change (NOTIFY): waited for, not slept on.
+    answer = wait_for("node B follows the update", lambda: (lambda r: r if r == {"result": 2} else None)(parse(b, "POST", "/functions/where", {})[1]))
     ok("node B follows an update made on node A", answer == {"result": 2}, answer)
     status, answer, _ = parse(a, "PUT", "/hooks/functions/where", {"__op": "Delete"}, master=True)
     ok("PUT __op Delete answers {}", status == 200 and answer == {}, answer)
-    time.sleep(0.2)
-    status, answer, _ = parse(b, "POST", "/functions/where", {})
+    answer = wait_for("node B forgets the function", lambda: (lambda r: r if r.get("code") == 141 else None)(parse(b, "POST", "/functions/where", {})[1]))
     ok("a deleted function is gone on node B", answer == {"code": 141, "error": 'Invalid function: "where"'}, answer)
     status, answer, _ = parse(a, "DELETE", "/hooks/triggers/Game/beforeSave", master=True)
     ok("DELETE trigger hook", status == 200 and answer == {}, answer)
@@ -295,7 +294,9 @@ def triggers(a, b, hooks, token):
     parse(a, "POST", "/classes/Secret", {"v": 1}, master=True)
     parse(a, "POST", "/hooks/triggers", {"className": "Secret", "triggerName": "beforeFind", "url": hooks.url("/secret/beforeFind")}, master=True)
     parse(a, "POST", "/hooks/triggers", {"className": "Game", "triggerName": "afterFind", "url": hooks.url("/game/afterFind")}, master=True)
-    time.sleep(0.2)
+    # Node B hears both registrations (NOTIFY): waited for, not slept on.
+    wait_for("node B runs both find triggers", lambda: parse(b, "GET", "/classes/Secret", token=token)[0] == 400
+             and "KEEP" not in [g["name"] for g in parse(b, "GET", "/classes/Game", token=token)[1].get("results", [])])
     status, answer, _ = parse(b, "GET", "/classes/Secret?" + urllib.parse.urlencode({"where": json.dumps({"v": 1}), "limit": 5}), token=token)
     ok("beforeFind rejects with 141", status == 400 and answer == {"code": 141, "error": "secrets need the master key"}, answer)
     payload = finds[-1]
@@ -315,8 +316,8 @@ def triggers(a, b, hooks, token):
     ok("afterFind dropping the object of a get is 101", status == 404 and answer["code"] == 101, answer)
     ok("a get says isGet", finds[-1]["isGet"] is True and finds[-1]["query"]["where"] == {"objectId": locked["objectId"]}, finds[-1])
     parse(a, "DELETE", "/hooks/triggers/Game/afterFind", master=True)
-    time.sleep(0.2)
-    status, answer, _ = parse(b, "GET", "/classes/Game", token=token)
+    answer = wait_for("node B drops the afterFind trigger", lambda: (lambda r: r if "KEEP" in [g["name"] for g in r.get("results", [])] else None)(
+        parse(b, "GET", "/classes/Game", token=token)[1]))
     ok("without afterFind the results are as stored", "KEEP" in [g["name"] for g in answer["results"]], answer)
 
     # Login triggers (on _User only).

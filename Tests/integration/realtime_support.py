@@ -66,21 +66,40 @@ class TempPostgres:
         self.directory = tempfile.mkdtemp(prefix="parley-rt-pg-")
         os.chmod(self.directory, 0o755)
         self.data = os.path.join(self.directory, "data")
-        self.port = free_port()
+        self.port = None
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
             shutil.chown(self.directory, "postgres")
         self._run([pg_bin("initdb"), "-D", self.data, "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                    "--locale=C.UTF-8", "--lc-collate=C", "--no-sync"])
-        options = {"listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": self.directory,
+        options = {"listen_addresses": "127.0.0.1", "unix_socket_directories": self.directory,
                    "max_connections": "300", "shared_buffers": "256MB"}
         options.update(settings or {})
         with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
             for key, value in options.items():
                 conf.write(f"{key} = '{value}'\n")
-        self._run([pg_bin("pg_ctl"), "-D", self.data, "-l", os.path.join(self.directory, "postgres.log"), "-w", "-t", "60", "start"])
+        self._start_on_a_free_port()
         atexit.register(self.stop)
         self.stopped = False
+
+    def _start_on_a_free_port(self, attempts=8):
+        """PostgreSQL cannot bind port 0 and report it: a free port is picked, and if another
+        process binds it first (the start fails with "could not bind"), the next one is tried."""
+        log_path = os.path.join(self.directory, "postgres.log")
+        for attempt in range(attempts):
+            self.port = free_port()
+            with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
+                conf.write(f"port = '{self.port}'\n")
+            offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+            try:
+                self._run([pg_bin("pg_ctl"), "-D", self.data, "-l", log_path, "-w", "-t", "60", "start"])
+                return
+            except RuntimeError:
+                with open(log_path, errors="replace") as f:
+                    f.seek(offset)
+                    tail = f.read()
+                if "could not bind" not in tail or attempt == attempts - 1:
+                    raise
 
     def _run(self, command):
         if self.as_postgres:
@@ -209,7 +228,7 @@ class ParleyServer:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
-        return 0
+        raise RuntimeError(f"/proc/{self.process.pid}/status has no VmRSS: memory cannot be measured")
 
     def metric(self, name):
         with urllib.request.urlopen(self.http_url + "/metrics", timeout=10) as response:

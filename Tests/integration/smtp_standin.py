@@ -25,10 +25,11 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_socket():
+    """A socket bound to 127.0.0.1 port 0 (the kernel's choice, so no other process can hold it)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class SMTPStandIn:
@@ -94,14 +95,23 @@ class SMTPStandIn:
             context.load_cert_chain(*tls)
 
         class StandInController(Controller):
+            """Serves on a socket already bound to port 0 (`port` is read back from it)."""
+
+            def __init__(self, handler, sock, **kwargs):
+                self.sock = sock
+                super().__init__(handler, hostname="127.0.0.1", port=sock.getsockname()[1], **kwargs)
+
+            def _create_server(self):
+                return self.loop.create_server(self._factory_invoker, sock=self.sock, ssl=self.ssl_context)
+
             def factory(self):
                 with stand_in.lock:
                     required = stand_in.auth is not None
                 return SMTP(self.handler, authenticator=authenticator, auth_required=required, auth_require_tls=False,
                             hostname="stand-in", tls_context=context)
 
-        self.smtp_port = free_port()
-        self.controller = StandInController(Handler(), hostname="127.0.0.1", port=self.smtp_port)
+        self.controller = StandInController(Handler(), listening_socket())
+        self.smtp_port = self.controller.port
         self.controller.start()
         self.smtps_port = None
         self.implicit = None
@@ -113,8 +123,8 @@ class SMTPStandIn:
                     return SMTP(self.handler, authenticator=authenticator, auth_required=required, auth_require_tls=False,
                                 hostname="stand-in")
 
-            self.smtps_port = free_port()
-            self.implicit = ImplicitController(Handler(), hostname="127.0.0.1", port=self.smtps_port, ssl_context=context)
+            self.implicit = ImplicitController(Handler(), listening_socket(), ssl_context=context)
+            self.smtps_port = self.implicit.port
             self.implicit.start()
 
     def configure(self, **changes):

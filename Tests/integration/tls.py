@@ -284,7 +284,7 @@ def rss_kib(pid):
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
-    return 0
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS: memory cannot be measured")
 
 
 async def check_many_connections(ca, server, tls_port):
@@ -384,23 +384,28 @@ async def scenario(ca, postgres, server, tls_port):
 
 def check_tls_on_main_port(ca, url):
     """--tls-cert without --tls-port: --port itself speaks TLS (and plain HTTP gets nothing)."""
-    port = free_port()
     cert, key = ca.path(NAMES[0] + ".pem"), ca.path(NAMES[0] + ".key")
     log_path = tempfile.mktemp(prefix="parley-tls-main-", suffix=".log")
+    port_file = log_path[:-4] + ".port"
+    port = None
     with open(log_path, "a") as log_file:
-        process = subprocess.Popen([parley_binary(), "serve", "--host", "127.0.0.1", "--port", str(port), "--threads", "1",
+        # Port 0: the port bound is read back from --port-file.
+        process = subprocess.Popen([parley_binary(), "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file, "--threads", "1",
                                     "--database-url", url, "--migrations-dir", os.path.join(REPO, "migrations"),
                                     "--tls-cert", cert, "--tls-key", key], stdout=log_file, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 60
         while True:
             try:
+                if port is None:
+                    with open(port_file) as f:
+                        port = int(f.read())
                 client = TLSClient(port, NAMES[0], client_context(ca.ca), timeout=2)
                 status, _ = client.request("GET", "/ready")
                 client.close()
                 if status == 200:
                     break
-            except (OSError, ConnectionError):
+            except (OSError, ConnectionError, ValueError):
                 pass
             check(process.poll() is None and time.time() < deadline, "the TLS-only server did not become ready:\n" + open(log_path).read())
             time.sleep(0.1)
@@ -414,6 +419,8 @@ def check_tls_on_main_port(ca, url):
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
         os.unlink(log_path)
+        if os.path.exists(port_file):
+            os.unlink(port_file)
 
 
 def main():

@@ -30,8 +30,10 @@ public enum AccountsCLI {
     """
 
     /// Runs `arguments` (starting with `user` or `session`) against `database`, hashing on a
-    /// private one-thread pool. Returns the exit code.
-    public static func run(arguments: [String], database: PostgresClient, output: IO = .standard) async -> Int32 {
+    /// private one-thread pool; `writes` makes the user writes from the `Accounts` (through the
+    /// stores alone when nil). Returns the exit code.
+    public static func run(arguments: [String], database: PostgresClient, output: IO = .standard,
+                           writes: (@Sendable (Accounts) -> any UserWrites)? = nil) async -> Int32 {
         let pool: BlockingPool
         do {
             pool = try BlockingPool(threads: 1, queueLimit: 16)
@@ -41,21 +43,23 @@ public enum AccountsCLI {
         }
         defer { pool.shutdown() }
         let accounts = Accounts(database: database, blockingPool: pool, logger: Logger(label: "admin"))
-        return await run(arguments: arguments, accounts: accounts, io: output)
+        return await run(arguments: arguments, accounts: accounts, io: output, writes: writes?(accounts))
     }
 
-    /// Runs `arguments` against an existing `Accounts`.
-    public static func run(arguments: [String], accounts: Accounts, io: IO = .standard) async -> Int32 {
+    /// Runs `arguments` against an existing `Accounts`; `writes` makes the user writes (through
+    /// the stores alone when nil).
+    public static func run(arguments: [String], accounts: Accounts, io: IO = .standard, writes: (any UserWrites)? = nil) async -> Int32 {
+        let writes = writes ?? DirectUserWrites(accounts: accounts)
         do {
             var args = try Arguments(arguments)
             switch (args.positional.first, args.positional.dropFirst().first) {
             case ("user", "list"?): try await list(&args, accounts, io)
             case ("user", "show"?): try await show(&args, accounts, io)
-            case ("user", "create"?): try await create(&args, accounts, io)
-            case ("user", "delete"?): try await delete(&args, accounts, io)
+            case ("user", "create"?): try await create(&args, accounts, writes, io)
+            case ("user", "delete"?): try await delete(&args, accounts, writes, io)
             case ("user", "ban"?): try await ban(&args, accounts, io, banned: true)
             case ("user", "unban"?): try await ban(&args, accounts, io, banned: false)
-            case ("user", "reset-password"?): try await resetPassword(&args, accounts, io)
+            case ("user", "reset-password"?): try await resetPassword(&args, accounts, writes, io)
             case ("user", "sessions"?): try await sessions(&args, accounts, io)
             case ("user", "revoke"?): try await revokeAll(&args, accounts, io)
             case ("session", "revoke"?): try await revoke(&args, accounts, io)
@@ -73,6 +77,9 @@ public enum AccountsCLI {
             }
         } catch let error as ParseError {
             io.error("parley: \(error.code == 1 ? error.description : error.message)")
+            return 1
+        } catch let error as UserWriteRefused {
+            io.error("parley: \(error.message) (code \(error.code))")
             return 1
         } catch {
             io.error("parley: \(error)")
@@ -170,7 +177,7 @@ public enum AccountsCLI {
         }
     }
 
-    private static func create(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {
+    private static func create(_ args: inout Arguments, _ accounts: Accounts, _ writes: any UserWrites, _ io: IO) async throws {
         let username = try args.target()
         var body: JSONObject = ["username": .string(username)]
         if let email = args.values["--email"]?.last { body["email"] = .string(email) }
@@ -190,20 +197,19 @@ public enum AccountsCLI {
             generated = RandomID.hex(Sodium.randomBytes(12))
             body["password"] = .string(generated!)
         }
-        let result = try await accounts.users.signUp(body: body, auth: .master, createSession: false, on: accounts.database)
-        var json = result.json
+        var json = try await writes.create(body)
         json["username"] = .string(username)
         if let generated { json["password"] = .string(generated) }
         if args.json {
             io.output(JSONValue.object(json).serialized())
         } else {
-            io.output("created user \(username) (\(result.objectId))" + (generated.map { "\npassword: \($0)" } ?? ""))
+            io.output("created user \(username) (\(json["objectId"]?.string ?? ""))" + (generated.map { "\npassword: \($0)" } ?? ""))
         }
     }
 
-    private static func delete(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {
+    private static func delete(_ args: inout Arguments, _ accounts: Accounts, _ writes: any UserWrites, _ io: IO) async throws {
         let id = try await accounts.users.resolve(try args.target(), on: accounts.database)
-        try await accounts.users.delete(objectId: id, auth: .master, on: accounts.database)
+        try await writes.delete(objectId: id)
         io.output("deleted user \(id)")
     }
 
@@ -213,7 +219,7 @@ public enum AccountsCLI {
         io.output(banned ? "banned user \(id); revoked \(revoked) session(s)" : "unbanned user \(id)")
     }
 
-    private static func resetPassword(_ args: inout Arguments, _ accounts: Accounts, _ io: IO) async throws {
+    private static func resetPassword(_ args: inout Arguments, _ accounts: Accounts, _ writes: any UserWrites, _ io: IO) async throws {
         let id = try await accounts.users.resolve(try args.target(), on: accounts.database)
         let password: String
         var generated = false
@@ -224,7 +230,7 @@ public enum AccountsCLI {
             password = RandomID.hex(Sodium.randomBytes(12))
             generated = true
         }
-        try await accounts.users.resetPassword(objectId: id, password: password, on: accounts.database)
+        try await writes.setPassword(objectId: id, password: password)
         io.output("password of \(id) reset; every session revoked" + (generated ? "\npassword: \(password)" : ""))
     }
 
