@@ -188,7 +188,7 @@ public final class ParseAPI: Sendable {
 
     /// The HTTP response of a Parse response: the shared headers, the endpoint's, the body.
     /// A find's pages are streamed as the socket drains; a whole body over `maxAnswerBytes`
-    /// answers 116 instead; one over `ResponseSlices.threshold` goes out a slice at a time (the
+    /// answers 116 instead; one over `sliceAnswersAbove` goes out a slice at a time (the
     /// connection queues at most its output bound).
     func render(_ response: ParseResponse, method: HTTPMethod) -> HTTPResponse {
         var headers = method == .options ? Self.optionsHeaders : Self.baseHeaders
@@ -199,8 +199,8 @@ public final class ParseAPI: Sendable {
         if response.body.count > configuration.maxAnswerBytes {
             return render(ParseErrorMapping.response(for: .parse(.answerTooLarge(limit: configuration.maxAnswerBytes))), method: method)
         }
-        if response.body.count > ResponseSlices.threshold {
-            return HTTPResponse(status: response.status, headers: headers, body: ResponseSlices.body(response.body))
+        if response.body.count > configuration.sliceAnswersAbove {
+            return HTTPResponse(status: response.status, headers: headers, body: ResponseSlices.body(response.body, first: configuration.sliceAnswersAbove))
         }
         return HTTPResponse(status: response.status, headers: headers, body: response.body)
     }

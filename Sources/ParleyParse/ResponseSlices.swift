@@ -4,31 +4,41 @@ import ParleyHTTP
 /// its stream bound (a `.bytes` body is queued at once, and one over `--max-outbound-bytes`
 /// closes the connection).
 enum ResponseSlices {
-    /// Bodies longer than this are sliced.
-    static let threshold = 256 << 10
-    /// Bytes per slice.
+    /// Bytes per slice after the first.
     static let sliceBytes = 128 << 10
 
-    /// `bytes` as a stream of slices with its length announced.
-    static func body(_ bytes: [UInt8]) -> HTTPResponseBody {
-        let cursor = SliceCursor(bytes)
+    /// `bytes` as a stream with its length announced: a first slice of `first` bytes (the
+    /// connection's queue is empty then, and the kernel takes most of it), then `sliceBytes` ones.
+    static func body(_ bytes: [UInt8], first: Int) -> HTTPResponseBody {
+        let cursor = SliceCursor(bytes, first: first)
         return .stream(length: bytes.count) { cursor.next() }
     }
 
-    /// The position in the body; one `next()` at a time (the server's rule for a stream).
+    /// What is left to send; one `next()` at a time (the server's rule for a stream).
     private final class SliceCursor: @unchecked Sendable {
-        private let bytes: [UInt8]
+        private var rest: [UInt8]
         private var offset = 0
+        /// The size of the first slice; 0 once it is sent.
+        private var first: Int
 
-        init(_ bytes: [UInt8]) {
-            self.bytes = bytes
+        init(_ bytes: [UInt8], first: Int) {
+            rest = bytes
+            self.first = first
         }
 
         func next() -> [UInt8]? {
-            guard offset < bytes.count else { return nil }
-            let end = min(bytes.count, offset + ResponseSlices.sliceBytes)
+            if first > 0 && rest.count > first {
+                // The first slice, and the rest in an array of its own: the whole body is freed now.
+                let head = Array(rest[..<first])
+                rest = Array(rest[first...])
+                first = 0
+                return head
+            }
+            first = 0
+            guard offset < rest.count else { return nil }
+            let end = min(rest.count, offset + ResponseSlices.sliceBytes)
             defer { offset = end }
-            return Array(bytes[offset..<end])
+            return Array(rest[offset..<end])
         }
     }
 }
