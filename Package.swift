@@ -82,9 +82,9 @@ let package = Package(
         // compiles only where Foundation networking and CallKit exist (its sources are in
         // `#if canImport(...)` blocks, and it is the one target the no-Foundation check exempts).
         .target(name: "ParleyKit", dependencies: ["ParleyJSON"]),
-        .target(name: "ParleyKitLinux", dependencies: ["ParleyKit", "ParleyJSON", "ParleyWebSocket", "ParleyHTTP", "ParleyNet"]),
+        .target(name: "ParleyKitLinux", dependencies: ["ParleyKit", "ParleyWebSocket", "ParleyHTTP", "ParleyNet"]),
         .target(name: "ParleyKitApple", dependencies: ["ParleyKit", "ParleyJSON"]),
-        .executableTarget(name: "parley-chat", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyHTTP", "ParleyNet"]),
+        .executableTarget(name: "parley-chat", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet"]),
         .executableTarget(name: "parley-sdk-bench", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet"]),
 
         // Tests.
@@ -102,7 +102,7 @@ let package = Package(
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyKitTests", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyKitTests", dependencies: ["ParleyKit", "ParleyKitLinux", "ParleyJSON", "ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyMigrations", "ParleyPostgres", "ParleyJSON", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -26,11 +26,13 @@ enum ACLSQL {
     /// ` AND (…)` for class-level pointer permissions: one of `fields` (a `_User` pointer, or an
     /// array holding one) points to the viewer; with no session nothing matches. Empty without
     /// fields. The same test the query compiler makes for `{field: pointer}`.
-    static func pointerFilter(_ fields: [String], auth: Auth, builder: inout SQLBuilder) -> String {
+    /// `columns` maps fields stored as typed `_User` pointer columns (an installation's `user`) to them.
+    static func pointerFilter(_ fields: [String], auth: Auth, builder: inout SQLBuilder, columns: [String: String] = [:]) -> String {
         guard !fields.isEmpty else { return "" }
         guard let userId = auth.userId else { return " AND FALSE" }
         let pointer = builder.bind(.json(ParseValue.pointer(className: ClassName.user, objectId: userId).serialized()))
         let tests = fields.map { field in
+            if let column = columns[field] { return "\(column) = \(builder.bind(.text(userId)))" }
             let key = builder.bind(.text(field))
             return "data -> \(key)::text @> \(pointer)::jsonb OR data -> \(key)::text @> jsonb_build_array(\(pointer)::jsonb)"
         }

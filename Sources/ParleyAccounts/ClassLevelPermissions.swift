@@ -19,6 +19,15 @@ public struct ClassAccess: Sendable, Equatable {
     public var protectedFields: [String]
     /// Whether a create or update may add fields to the class (`addField`).
     public var addField: AddField
+    /// `protectedFields` `userField:<field>` entries: an object whose `field` points to the viewer
+    /// (or is an array holding such a pointer) hides only the `protectedFields` also in `fields`.
+    public var userFieldProtections: [UserFieldProtection] = []
+
+    /// One `userField:<field>` entry of `protectedFields`.
+    public struct UserFieldProtection: Sendable, Equatable {
+        public var field: String
+        public var fields: [String]
+    }
 
     /// The `addField` permission of a write.
     public enum AddField: Sendable, Equatable {
@@ -202,6 +211,11 @@ public struct ClassLevelPermissions: Sendable, Equatable {
             }
         }
         var access = ClassAccess(pointerFields: pointerFields, protectedFields: operation.reads ? hiddenFields(for: auth) : [])
+        if operation.reads, !access.protectedFields.isEmpty, auth.userId != nil {
+            access.userFieldProtections = protectedFields.compactMap { entry, fields in
+                entry.hasPrefix("userField:") ? ClassAccess.UserFieldProtection(field: String(entry.dropFirst(10)), fields: fields) : nil
+            }.sorted { $0.field < $1.field }
+        }
         if operation == .create || operation == .update {
             do {
                 let adding = try self.access(.addField, className: className, auth: auth, updating: operation == .update)
@@ -215,7 +229,7 @@ public struct ClassLevelPermissions: Sendable, Equatable {
 
     /// The fields hidden from `auth`: the intersection of the lists of every entry that applies
     /// to it (`*`, `authenticated`, its roles, its id), as Parse Server's `addProtectedFields`.
-    /// `userField:` entries are not applied (docs/rest-api.md).
+    /// `userField:` entries are applied per object (`ClassAccess.userFieldProtections`).
     func hiddenFields(for auth: Auth) -> [String] {
         guard !protectedFields.isEmpty else { return [] }
         var sets: [[String]] = []

@@ -57,6 +57,8 @@ public final class FindPages: @unchecked Sendable {
         let keys: [String]?
         let relations: [SchemaStore.RelationField]
         let hidden: [String]
+        /// `userField:` protections of the class's permissions.
+        let userFields: [ClassAccess.UserFieldProtection]
         /// Set for shaped reads: applied to each block of objects.
         let shaper: IncludeResolver?
         let db: any SQLExecutor
@@ -236,7 +238,7 @@ public final class FindPages: @unchecked Sendable {
     /// Writes rows from `start` until the chunk reaches `chunkBytes`; returns the next row.
     private func writePlain(_ rows: PostgresRows, from start: Int, into chunk: inout [UInt8]) -> Int {
         let writer = RowJSON(output.kind, columns: rows.columns, viewer: output.viewer, keys: output.keys,
-                             relations: output.relations, hidden: output.hidden)
+                             relations: output.relations, hidden: output.hidden, userFields: output.userFields)
         var index = start
         while index < rows.count && chunk.count < Self.chunkBytes {
             separate(&chunk)
@@ -263,7 +265,7 @@ public final class FindPages: @unchecked Sendable {
         let before = chunk.count
         defer { shapedBytesPerRow = max(1, (chunk.count - before) / range.count) }
         var objects = IncludeResolver.objects(output.kind, rows, range: range, viewer: output.viewer, keys: output.keys,
-                                              relations: output.relations, hidden: output.hidden)
+                                              relations: output.relations, hidden: output.hidden, userFields: output.userFields)
         try await shaper.apply(&objects, on: output.db)
         for object in objects {
             separate(&chunk)

@@ -77,9 +77,12 @@ struct IncludeResolver {
         // refusal fails the request (119), pointer permissions narrow the targets, protected
         // fields are hidden.
         var hidden: [String] = []
+        var userFields: [ClassAccess.UserFieldProtection] = []
+        let keys = query.keys
         if !auth.isMaster, let schemas = runner.schemas, let info = try await schemas.classInfo(of: className, on: db), !info.isOpen {
             let access = try info.permissions.access(.get, className: className, auth: auth)
             hidden = access.protectedFields
+            userFields = access.userFieldProtections
             guard let constrained = QueryRunner.constrained(query, auth: auth, access: access) else { return [] }
             query = constrained
         }
@@ -87,7 +90,7 @@ struct IncludeResolver {
         let excluded = shape.excludedKeys(under: path).filter { !Self.alwaysSelected.contains($0) }
         var targets: [(String, JSONValue)] = []
         let relations = try await runner.relationFields(className, on: db)
-        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: query.keys, relations: relations, hidden: hidden) {
+        for var object in Self.objects(RowJSON.Kind(className: className), rows, viewer: auth, keys: keys, relations: relations, hidden: hidden, userFields: userFields) {
             guard let id = object["objectId"]?.string else { continue }
             for key in excluded { object[key] = nil }
             if className == ClassName.user && !auth.isMaster {
@@ -103,9 +106,9 @@ struct IncludeResolver {
 
     /// Rows as JSON objects, written by `RowJSON` for `viewer`.
     static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, range: Range<Int>? = nil, viewer: Auth, keys: [String]?,
-                        relations: [SchemaStore.RelationField] = [], hidden: [String] = []) -> [JSONObject] {
+                        relations: [SchemaStore.RelationField] = [], hidden: [String] = [], userFields: [ClassAccess.UserFieldProtection] = []) -> [JSONObject] {
         guard let rows, !rows.isEmpty else { return [] }
-        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
+        let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
         let range = range ?? rows.indices
         var objects: [JSONObject] = []
         objects.reserveCapacity(range.count)

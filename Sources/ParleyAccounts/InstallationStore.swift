@@ -111,7 +111,7 @@ public struct InstallationStore: Sendable {
 
     /// PUT /installations/:id, when the caller may change it (101 otherwise). installationId may
     /// not change (136 in Parse; 111 here).
-    public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    public func update(objectId: String, body: JSONObject, auth: Auth, pointerFields: [String] = [], on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         let plan = try WritePlan(body: body, isCreate: false, coreFields: Self.coreFields)
         let core = try Self.core(plan)
         try await schemas.resolve(className: ClassName.installation, record: plan.fieldTypes, on: db)
@@ -127,7 +127,8 @@ public struct InstallationStore: Sendable {
         let now = UTCTime.nowMilliseconds()
         assignments.append("updated_at = \(builder.bind(.timestamp(milliseconds: now)))")
         let sql = "UPDATE installations SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))"
-            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + Self.ownedBy(auth, column: "user_id", builder: &builder) + " RETURNING data"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + Self.ownedBy(auth, column: "user_id", builder: &builder)
+            + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder, columns: Self.pointerColumns) + " RETURNING data"
         let rows = try await db.run(sql, builder.params) { error in
             error.sqlState == "23502" ? ParseError.incorrectType("installationId may not be changed in this operation") : Self.deviceLimit(error)
         }
@@ -136,11 +137,17 @@ public struct InstallationStore: Sendable {
     }
 
     /// One installation as JSON, if readable by `auth` (its tokens only for its user or the master key).
-    public func get(objectId: String, auth: Auth, keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// The typed `_User` pointer columns, for pointer permissions.
+    static let pointerColumns = ["user": "user_id"]
+
+    /// `pointerFields`: the class-level pointer permissions, one of which must name the reader.
+    public func get(objectId: String, auth: Auth, pointerFields: [String] = [], keys: [String]? = nil, relations: [SchemaStore.RelationField] = [],
+                    on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM installations WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
+            + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder, columns: Self.pointerColumns)
         let rows = try await db.run(sql, builder.params, readOnly: true)
-        guard let installation = RowJSON.object(.installation, rows, viewer: auth, keys: keys) else { throw ParseError.objectNotFound }
+        guard let installation = RowJSON.object(.installation, rows, viewer: auth, keys: keys, relations: relations) else { throw ParseError.objectNotFound }
         return installation
     }
 

@@ -75,7 +75,8 @@ public struct ObjectStore: Sendable {
             + ACLSQL.filter("rperm", auth: auth, builder: &builder) + ACLSQL.pointerFilter(access.pointerFields, auth: auth, builder: &builder)
         let rows = try await db.run(sql, builder.params, readOnly: true)
         let relations = rows.isEmpty ? [] : try await schemas.relationFields(className: className, on: db)
-        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys, relations: relations, hidden: access.protectedFields) else {
+        guard let object = RowJSON.object(.object, rows, viewer: auth, keys: keys, relations: relations, hidden: access.protectedFields,
+                                            userFields: access.userFieldProtections) else {
             throw ParseError.objectNotFound
         }
         return object

@@ -37,13 +37,17 @@ public struct QueryRunner: Sendable {
     /// is still written a chunk at a time. In a transaction (a batch) and with `$regex` the rows
     /// are read in one statement.
     public func findAnswer(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> FindAnswer {
+        try Self.refuseProtectedConstraints(query, access: access)
         let output = RowOutput(query, auth: auth, access: access)
+        // The rows are written with the keys asked for (`constrained` may add some to the SELECT).
+        let keys = query.keys
         guard var query = Self.constrained(query, auth: auth, access: access) else { return .bytes(output.body(nil, count: query.count ? 0 : nil)) }
         let pointerFields = Self.pointerFields(query)
         if let schemas, !pointerFields.isEmpty, query.className != ClassName.session {
             let types = try await schemas.resolve(className: query.className, record: [], lookup: pointerFields, on: db)
             query.relationFields = Set(pointerFields.filter { if case .relation? = types[$0] { true } else { false } })
         }
+        query.subqueryScopes = try await subqueryScopes(query, auth: auth, on: db)
         let relations = try await relationFields(query.className, on: db)
         var count: Int?
         if query.count {
@@ -53,8 +57,8 @@ public struct QueryRunner: Sendable {
             count = try await run(compiled, on: db).first?["count"].int ?? 0
         }
         let pages = FindPages.Output(
-            kind: RowJSON.Kind(className: query.className), viewer: auth, keys: query.keys, relations: relations, hidden: access.protectedFields,
-            shaper: query.shape.isPlain ? nil : IncludeResolver(runner: self, shape: query.shape, auth: auth), db: db)
+            kind: RowJSON.Kind(className: query.className), viewer: auth, keys: keys, relations: relations, hidden: access.protectedFields,
+            userFields: access.userFieldProtections, shaper: query.shape.isPlain ? nil : IncludeResolver(runner: self, shape: query.shape, auth: auth), db: db)
         guard let compiled = try select(query, auth: auth) else { return try await FindPages.answer(rows: nil, count: count, output: pages) }
         if !compiled.usesRegex, let client = db as? PostgresClient, streams(query) {
             let first = min(query.limit, FindPages.firstPageRows)
@@ -80,9 +84,49 @@ public struct QueryRunner: Sendable {
         query.limit > Self.bufferedRowLimit || (query.limit > 1 && largeAnswers.contains(query.className))
     }
 
+    /// The response body of an aggregate (`GET /aggregate/:className`, master key):
+    /// `{"results":[…]}`, each result a document of the last stage (or a distinct value).
+    public func aggregate(_ query: AggregateQuery, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        if TableLayout.forClass(query.className).table == "objects" { try ObjectStore.validate(className: query.className) }
+        let compiled = try Self.compile { () throws(QueryError) in try AggregateCompiler.compile(query) }
+        let rows = try await run(compiled, on: db)
+        guard rows.count <= AggregateCompiler.maxRows else {
+            throw ParseError.invalidQuery("the aggregate returns more than \(AggregateCompiler.maxRows) results: add a $limit")
+        }
+        var bytes: [UInt8] = []
+        bytes.append(contentsOf: #"{"results":["#.utf8)
+        for (position, row) in rows.enumerated() {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: (row["doc"].text ?? "null").utf8)
+        }
+        bytes.append(contentsOf: "]}".utf8)
+        return bytes
+    }
+
+    /// 119 for a `where` constraining a field `access` hides from the viewer (Parse Server's
+    /// `denyProtectedFields`; also inside `$or`, `$and`, `$nor`), which would reveal its values.
+    static func refuseProtectedConstraints(_ query: ParseQuery, access: ClassAccess) throws(ParseError) {
+        guard !access.protectedFields.isEmpty, case .object(let object)? = query.where else { return }
+        func check(_ object: JSONObject, depth: Int) throws(ParseError) {
+            for (key, value) in object {
+                if access.protectedFields.contains(String(key.split(separator: ".", maxSplits: 1).first ?? "")) {
+                    throw .operationForbidden("This user is not allowed to query \(key) on class \(query.className)")
+                }
+                guard depth < QueryCompiler.maxNesting, key == "$or" || key == "$and" || key == "$nor", case .array(let branches) = value else { continue }
+                for case .object(let branch) in branches { try check(branch, depth: depth + 1) }
+            }
+        }
+        try check(object, depth: 0)
+    }
+
     /// `query` with `access`'s pointer permissions added to its `where`; nil when they match
-    /// nothing (no session).
+    /// nothing (no session). `keys` gains the fields `userField:` protections read (the caller
+    /// writes the rows with the keys asked for).
     static func constrained(_ query: ParseQuery, auth: Auth, access: ClassAccess) -> ParseQuery? {
+        var query = query
+        if let keys = query.keys {
+            for entry in access.userFieldProtections where !keys.contains(entry.field) { query.keys?.append(entry.field) }
+        }
         guard !access.pointerFields.isEmpty else { return query }
         guard let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) else { return nil }
         var constrained = query
@@ -105,9 +149,9 @@ public struct QueryRunner: Sendable {
         return bytes
     }
 
-    /// The Relation fields a class's objects answer (none for system classes or without a schema).
+    /// The Relation fields a class's objects answer (none for sessions or without a schema).
     func relationFields(_ className: String, on db: any SQLExecutor) async throws(ParseError) -> [SchemaStore.RelationField] {
-        guard let schemas, RowJSON.Kind(className: className) == .object else { return [] }
+        guard let schemas, RowJSON.Kind(className: className) != .session else { return [] }
         return try await schemas.relationFields(className: className, on: db)
     }
 
@@ -126,17 +170,19 @@ public struct QueryRunner: Sendable {
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
                      completion: @escaping (Result<FindAnswer, ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
-        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty || streams(query) { return false }
+        if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty || !access.userFieldProtections.isEmpty
+            || !SubqueryScope.classes(in: query.where, limit: 1).isEmpty || streams(query) { return false }
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
         var relations: [SchemaStore.RelationField] = []
-        if let schemas, RowJSON.Kind(className: query.className) == .object {
+        if let schemas, RowJSON.Kind(className: query.className) != .session {
             let known = schemas.knownRelationFields(className: query.className)
             relations = known?.fields ?? []
             if known?.stale ?? true { schemas.refreshRelationFields(on: database) }
         }
         let compiled: CompiledQuery?
         do {
+            try Self.refuseProtectedConstraints(query, access: access)
             compiled = try select(query, auth: auth)
         } catch {
             completion(.failure(error))
@@ -150,7 +196,7 @@ public struct QueryRunner: Sendable {
         }
         if compiled.usesRegex { return false }
         let pages = FindPages.Output(kind: output.kind, viewer: auth, keys: query.keys, relations: relations, hidden: access.protectedFields,
-                                     shaper: nil, db: database)
+                                     userFields: access.userFieldProtections, shaper: nil, db: database)
         let className = query.className, largeAnswers = largeAnswers
         database.read(compiled.sql, compiled.parameters) { result in
             switch result {
@@ -162,6 +208,33 @@ public struct QueryRunner: Sendable {
             }
         }
         return true
+    }
+
+    /// What `auth` may read of each class the subqueries of `query` read, as Parse Server runs
+    /// each subquery as a `find`: its class-level permissions refuse (119, 101) or narrow it by
+    /// pointer permissions; a class without a stored schema is open (it has no rows unless
+    /// clients may create classes).
+    func subqueryScopes(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> [String: SubqueryScope] {
+        guard !auth.isMaster else { return [:] }
+        var scopes: [String: SubqueryScope] = [:]
+        for className in SubqueryScope.classes(in: query.where) {
+            guard ClassName.isValid(className) || ClassName.isSystem(className) else { continue }
+            guard let schemas, let info = try await schemas.classInfo(of: className, on: db), !info.isOpen else {
+                scopes[className] = .open
+                continue
+            }
+            let access = try info.permissions.access(.find, className: className, auth: auth)
+            var scope = SubqueryScope(protectedFields: access.protectedFields)
+            if !access.pointerFields.isEmpty {
+                if let userId = auth.userId, let constraint = ACLSQL.pointerConstraint(access.pointerFields, userId: userId) {
+                    scope.rows = .matching(constraint)
+                } else {
+                    scope.rows = .none
+                }
+            }
+            scopes[className] = scope
+        }
+        return scopes
     }
 
     /// The SELECT of the rows of `query` that `auth` may read, or nil when `limit` is 0.
@@ -230,19 +303,21 @@ private struct RowOutput {
     let keys: [String]?
     let viewer: Auth
     let hidden: [String]
+    let userFields: [ClassAccess.UserFieldProtection]
     let relations: [SchemaStore.RelationField]
 
-    init(_ query: ParseQuery, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
+    init(_ query: ParseQuery, keys: [String]?? = .none, auth: Auth, access: ClassAccess, relations: [SchemaStore.RelationField] = []) {
         kind = RowJSON.Kind(className: query.className)
-        keys = query.keys
+        self.keys = keys ?? query.keys
         viewer = auth
         hidden = access.protectedFields
+        userFields = access.userFieldProtections
         self.relations = relations
     }
 
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
-        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
+        RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
     }
 }
 

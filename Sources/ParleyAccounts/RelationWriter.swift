@@ -70,6 +70,33 @@ public struct RelationWriter: Sendable {
         }
     }
 
+    /// A write through a system class's own store (`_User`, `_Installation` updates): the relation
+    /// changes are taken out of `body`, `write` runs with the rest, then the changes apply to the
+    /// relations `owner` owns, in one transaction.
+    public func write(systemClass className: String, owner: String, body: JSONObject, on db: any SQLExecutor,
+                      _ write: @escaping @Sendable (JSONObject, any SQLExecutor) async throws(ParseError) -> JSONObject) async throws(ParseError) -> JSONObject {
+        var body = body
+        var types: [(field: String, type: ParseFieldType)] = []
+        let changes = try Self.take(&body, className: className, types: &types)
+        guard !changes.isEmpty || !types.isEmpty else { return try await write(body, db) }
+        let object = body, recorded = types
+        return try await atomically(db) { db throws(ParseError) in
+            try await objects.schemas.resolve(className: className, record: recorded, on: db)
+            let result = try await write(object, db)
+            try await apply(changes, owner: owner, on: db)
+            return result
+        }
+    }
+
+    /// A delete through a system class's own store, then of the join rows the object owns, in one transaction.
+    public func delete(systemClass className: String, objectId: String, on db: any SQLExecutor,
+                       _ delete: @escaping @Sendable (any SQLExecutor) async throws(ParseError) -> Void) async throws(ParseError) {
+        try await atomically(db) { db throws(ParseError) in
+            try await delete(db)
+            try await deleteOwned(className: className, objectId: objectId, on: db)
+        }
+    }
+
     /// Deletes the join rows `objectId` owns in every Relation field of its class.
     func deleteOwned(className: String, objectId: String, on db: any SQLExecutor) async throws(ParseError) {
         _ = try await db.run("SELECT parley_relation_delete_owner($1, $2)", [.text(className), .text(objectId)])

@@ -47,7 +47,7 @@ public struct RoleWriter: Sendable {
 
     /// Updates a role the viewer may write (101 otherwise); the name cannot change, the ACL
     /// cannot be removed.
-    public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    public func update(objectId: String, body: JSONObject, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         var body = body
         let changes = try Self.takeRelations(&body)
         if let acl = body["ACL"], Self.removes(acl) { throw .incorrectType("ACL is required.") }
@@ -60,7 +60,7 @@ public struct RoleWriter: Sendable {
         }
         let object = body
         return try await relations.atomically(db) { db throws(ParseError) in
-            let updated = try await objects.update(className: ClassName.role, objectId: objectId, body: object, auth: auth, on: db)
+            let updated = try await objects.update(className: ClassName.role, objectId: objectId, body: object, auth: auth, access: access, on: db)
             try await relations.apply(changes, owner: objectId, on: db)
             try await roles.rolesChanged(events: events, on: db)
             return updated
@@ -68,9 +68,9 @@ public struct RoleWriter: Sendable {
     }
 
     /// Deletes a role the viewer may write (101 otherwise) and its memberships.
-    public func delete(objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
+    public func delete(objectId: String, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) {
         try await relations.atomically(db) { db throws(ParseError) in
-            try await objects.delete(className: ClassName.role, objectId: objectId, auth: auth, on: db)
+            try await objects.delete(className: ClassName.role, objectId: objectId, auth: auth, access: access, on: db)
             var builder = SQLBuilder()
             let id = builder.bind(.text(objectId))
             _ = try await db.run("DELETE FROM \"\(RoleStore.usersJoinTable)\" WHERE \"owningId\" = \(id)", builder.params)

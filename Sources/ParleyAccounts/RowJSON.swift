@@ -35,6 +35,8 @@ struct RowJSON {
     /// Fields class-level permissions hide from the viewer (`protectedFields`); a user reading
     /// its own `_User` row sees them.
     private var hidden: Set<String>
+    /// `protectedFields` `userField:` entries, decided per row from its `data`.
+    private var userFields: [ClassAccess.UserFieldProtection]
     /// Positions of the columns read, resolved once for every row of a result.
     private let objectID, createdAt, updatedAt, acl, data: Int?
     private let username, email, emailVerified, authData: Int?
@@ -54,10 +56,12 @@ struct RowJSON {
     /// Members every row keeps whatever `keys` says.
     private static let alwaysReturned: Set<String> = ["objectId", "createdAt", "updatedAt", "ACL", "sessionToken"]
 
-    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = [], hidden: [String] = []) {
+    init(_ kind: Kind, columns: PostgresColumns, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = [], hidden: [String] = [],
+         userFields: [ClassAccess.UserFieldProtection] = []) {
         self.kind = kind
         self.viewer = viewer
         self.hidden = Set(hidden)
+        self.userFields = hidden.isEmpty ? [] : userFields
         let wanted = keys.map { Set($0).union(Self.alwaysReturned) }
         self.wanted = wanted
         var members: [UInt8] = []
@@ -92,23 +96,23 @@ struct RowJSON {
 
     /// The first row as a JSON object for `viewer`, reduced to `keys` when given; nil without rows.
     static func object(_ kind: Kind, _ rows: PostgresRows, viewer: Auth, keys: [String]? = nil, relations: [SchemaStore.RelationField] = [],
-                       hidden: [String] = []) -> [UInt8]? {
+                       hidden: [String] = [], userFields: [ClassAccess.UserFieldProtection] = []) -> [UInt8]? {
         guard let row = rows.first else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
-        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden).write(row, into: &bytes)
+        RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields).write(row, into: &bytes)
         return bytes
     }
 
     /// A find's response body: `{"results":[…]}` plus `"count"` when counted (`rows` nil when
     /// `limit` was 0).
     static func results(_ kind: Kind, _ rows: PostgresRows?, count: Int?, viewer: Auth, keys: [String]?,
-                        relations: [SchemaStore.RelationField] = [], hidden: [String] = []) -> [UInt8] {
+                        relations: [SchemaStore.RelationField] = [], hidden: [String] = [], userFields: [ClassAccess.UserFieldProtection] = []) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32 + (rows?.count ?? 0) * 512)
         bytes.append(#"{"results":["#)
         if let rows, !rows.isEmpty {
-            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden)
+            let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
             for (position, row) in rows.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
                 writer.write(row, into: &bytes)
@@ -129,6 +133,13 @@ struct RowJSON {
         if !hidden.isEmpty, kind == .user, Self.cell(objectIdCell, equals: viewer.userId) {
             var own = self
             own.hidden = []
+            own.userFields = []
+            return own.write(row, into: &bytes)
+        }
+        if !userFields.isEmpty, let userId = viewer.userId {
+            var own = self
+            own.userFields = []
+            own.hidden = Self.hidden(hidden, userFields, row: cell(row, data), userId: userId)
             return own.write(row, into: &bytes)
         }
         bytes.append(#"{"objectId":"#)
@@ -144,6 +155,24 @@ struct RowJSON {
             bytes.append(contentsOf: relationMembers)
             bytes.append(UInt8(ascii: "}"))
         }
+    }
+
+    /// `hidden` reduced by the `userField:` entries whose field in `data` points to `userId`
+    /// (Parse Server's `filterSensitiveData`: the intersection with each such entry's list).
+    private static func hidden(_ hidden: Set<String>, _ entries: [ClassAccess.UserFieldProtection], row data: PostgresCell?, userId: String) -> Set<String> {
+        guard let text = data?.text, case .object(let object)? = try? JSONParser().parse(text) else { return hidden }
+        func names(_ value: JSONValue?) -> Bool {
+            switch value {
+            case .object(let pointer)?: pointer["objectId"]?.string == userId
+            case .array(let items)?: items.contains { $0.object?["objectId"]?.string == userId }
+            default: false
+            }
+        }
+        var result = hidden
+        for entry in entries where names(object[entry.field]) {
+            result = result.intersection(entry.fields)
+        }
+        return result
     }
 
     private func wants(_ member: String) -> Bool {

@@ -306,10 +306,14 @@ public struct UserStore: Sendable {
     }
 
     /// One user as JSON, if readable by `auth`, without the `hidden` (protected) fields unless it is the reader; 101 otherwise.
-    public func get(objectId: String, auth: Auth, hidden: [String] = [], keys: [String]? = nil, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+    /// `pointerFields`: the class-level pointer permissions, one of which must name the reader.
+    public func get(objectId: String, auth: Auth, hidden: [String] = [], userFields: [ClassAccess.UserFieldProtection] = [], pointerFields: [String] = [],
+                    keys: [String]? = nil, relations: [SchemaStore.RelationField] = [], on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
         var builder = SQLBuilder()
         let sql = "SELECT \(Self.columns) FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("rperm", auth: auth, builder: &builder)
-        guard let user = RowJSON.object(.user, try await db.run(sql, builder.params, readOnly: true), viewer: auth, keys: keys, hidden: hidden) else {
+            + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder)
+        guard let user = RowJSON.object(.user, try await db.run(sql, builder.params, readOnly: true), viewer: auth, keys: keys, relations: relations,
+                                        hidden: hidden, userFields: userFields) else {
             throw ParseError.objectNotFound
         }
         return user
@@ -335,7 +339,7 @@ public struct UserStore: Sendable {
     /// Applies an update body (PUT /users/:id). Only the user or master: 206 otherwise. Changing
     /// the password revokes the user's other sessions. Returns `{updatedAt}` plus the new values
     /// of fields changed by operations.
-    public func update(objectId: String, body: JSONObject, auth: Auth, on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
+    public func update(objectId: String, body: JSONObject, auth: Auth, pointerFields: [String] = [], on db: any SQLExecutor) async throws(ParseError) -> JSONObject {
         guard auth.canModifyUser(objectId) else { throw ParseError.sessionMissing("Cannot modify user \(objectId).") }
         var body = body
         var change: AuthDataChange?
@@ -391,7 +395,7 @@ public struct UserStore: Sendable {
         let now = UTCTime.nowMilliseconds()
         assignments += plan.updateAssignments(types: types, now: now, builder: &builder)
         let sql = "UPDATE users SET \(assignments.joined(separator: ", ")) WHERE object_id = \(builder.bind(.text(objectId)))\(guards)"
-            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING data"
+            + ACLSQL.filter("wperm", auth: auth, builder: &builder) + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder) + " RETURNING data"
         let rows = try await db.run(sql, builder.params) { Self.uniqueViolation($0) }
         cache.invalidate(objectId)
         guard let row = rows.first else {
@@ -439,13 +443,14 @@ public struct UserStore: Sendable {
     static let lastLoginMethod = ParseError.validationFailed("Cannot unlink the last way to log in: set a password or link another provider first.")
 
     /// Deletes a user (its sessions go with it). Only the user or master: 206 otherwise.
-    public func delete(objectId: String, auth: Auth, on db: any SQLExecutor) async throws(ParseError) {
+    public func delete(objectId: String, auth: Auth, pointerFields: [String] = [], on db: any SQLExecutor) async throws(ParseError) {
         if !auth.isMaster {
             guard auth.userId != nil else { throw ParseError.sessionMissing("Insufficient auth to delete user") }
             guard auth.userId == objectId else { throw ParseError.sessionMissing("Insufficient auth.") }
         }
         var builder = SQLBuilder()
-        let sql = "DELETE FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("wperm", auth: auth, builder: &builder) + " RETURNING object_id"
+        let sql = "DELETE FROM users WHERE object_id = \(builder.bind(.text(objectId)))" + ACLSQL.filter("wperm", auth: auth, builder: &builder)
+            + ACLSQL.pointerFilter(pointerFields, auth: auth, builder: &builder) + " RETURNING object_id"
         let rows = try await db.run(sql, builder.params)
         guard !rows.isEmpty else { throw auth.isMaster ? ParseError.objectNotFound : ParseError.sessionMissing("Insufficient auth.") }
         try await sessions.events.publish(.sessionsRevoked(userId: objectId, reason: .deleted, keeping: nil), on: db)

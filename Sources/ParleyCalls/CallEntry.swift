@@ -25,6 +25,8 @@ final class CallEntry: @unchecked Sendable {
     var timers: [CallTimer: TimerID] = [:]
     /// Callee connections on this node that got `call.incoming` live.
     var liveOffered: Int
+    /// Set when a review refused the invite: the call ends with it instead of being offered.
+    var refusal: CallRefusal?
     /// Callee devices `call.incoming` was queued for (offline, or on another node).
     var queuedOffered: Set<String> = []
     /// The delayed rewrite of the row after the answer (see `CallService.answerRecordDelay`).

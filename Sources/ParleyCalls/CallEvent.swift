@@ -12,6 +12,8 @@ public enum CallEvent: Sendable, Equatable {
     case offered(deviceCount: Int)
     /// The call cannot go on (e.g. storage failed): `failure` with `error`.
     case failed(error: String)
+    /// A review refused the invite before any callee device was offered it (`CallHooks`).
+    case refused(CallRefusal)
 
     // Frames from devices.
     case ringing(from: CallDevice)

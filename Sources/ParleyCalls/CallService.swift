@@ -28,6 +28,7 @@ public final class CallService: Sendable {
     let logger: Logger
     let relay = CallNodeRelay()
     private let running = Atomic<Bool>(false)
+    private let hooks = Mutex<(any CallHooks)?>(nil)
     private let startedCounter: Counter?
     private let endedCounters: [CallEndCause: Counter]
 
@@ -52,6 +53,11 @@ public final class CallService: Sendable {
             }
         }
         endedCounters = ended
+    }
+
+    /// Installs what reviews invites and hears of ended calls (block list, Cloud Code).
+    public func install(hooks: any CallHooks) {
+        self.hooks.withLock { $0 = hooks }
     }
 
     /// Live calls on this node.
@@ -91,24 +97,49 @@ public final class CallService: Sendable {
         case .tooManyCalls: return respond(.failure(.tooManyCalls))
         case .reserved: break
         }
+        if let hooks = hooks.withLock({ $0 }), hooks.mustReview(caller: device.userId, callee: invite.to) {
+            let review = CallInviteReview(callId: invite.callId, caller: device, calleeId: invite.to, video: invite.video, headers: invite.headers)
+            // Frames for the call (a hang-up) wait for the review, as they wait for the store.
+            let key = CallDirectory.key(invite.callId)
+            onLoop(callLoop) { callLoop.beginStoring(key) }
+            Task(executorPreference: callLoop.loop) { [self] in
+                let refusal = await hooks.review(review)
+                begin(invite, from: device, on: callLoop, refusal: refusal, respond: respond)
+            }
+            return
+        }
+        begin(invite, from: device, on: callLoop, refusal: nil, respond: respond)
+    }
+
+    /// Loop thread: a reserved invite goes on; a refused one is stored and ended with its
+    /// refusal before any callee device is offered it.
+    private func begin(_ invite: CallInvite, from device: CallDevice, on callLoop: CallLoop, refusal: CallRefusal?,
+                       respond: @escaping Respond) {
         let machine = CallStateMachine(callId: invite.callId, caller: device, calleeId: invite.to, video: invite.video,
                                        timeouts: configuration.timeouts, now: UTCTime.nowMilliseconds())
         let record = CallRecord(machine, headers: invite.headers)
         // The callee's connections here ring at once, before the call is stored: a connected
         // callee exists, the id is new here and the callee's slot is known.
-        let calleeSlot = directory.claimCallee(callId: invite.callId, maxCallsPerUser: configuration.maxCallsPerUser)
+        let calleeSlot = refusal == nil && directory.claimCallee(callId: invite.callId, maxCallsPerUser: configuration.maxCallsPerUser)
         let liveOffered = calleeSlot ? transport.sendToConnectedDevices(
             CallFrames.incoming(callId: invite.callId, from: device.userId, video: invite.video, sdp: invite.sdp,
                                 headers: invite.headers, expiresAt: machine.expiresAt),
             of: invite.to, except: nil) : 0
         if liveOffered > 0 {
             // A callee device rings here: the call starts now and is stored meanwhile.
+            let key = CallDirectory.key(invite.callId)
             return onLoop(callLoop) { [self] in
                 startBeforeStoring(machine, record: record, invite: invite, liveOffered: liveOffered, on: callLoop, respond: respond)
+                // Frames held while the invite was reviewed, after the call's first actions.
+                let held = callLoop.endStoring(key)
+                guard !held.isEmpty, let entry = callLoop[key] else { return }
+                callLoop.loop.executeLocal { [self] in
+                    for frame in held { process(frame.event, from: frame.device, respond: frame.respond, entry: entry, on: callLoop) }
+                }
             }
         }
         let key = CallDirectory.key(invite.callId)
-        onLoop(callLoop) { callLoop.beginStoring(key) }
+        onLoop(callLoop) { if !callLoop.isStoring(key) { callLoop.beginStoring(key) } }
         Task(executorPreference: callLoop.loop) { [self] in
             let stored: Stored
             switch await store(record) {
@@ -120,6 +151,7 @@ public final class CallService: Sendable {
             let entry = CallEntry(loop: callLoop.loop, machine: machine, headers: invite.headers, sdp: invite.sdp,
                                   calleeExists: stored.calleeExists, calleeDevices: stored.calleeDevices ?? [],
                                   calleeSlot: calleeSlot, liveOffered: liveOffered)
+            entry.refusal = refusal
             callLoop[entry.key] = entry
             startedCounter?.increment()
             respond(.success(JSONObject([("callId", .string(invite.callId))])))
@@ -507,6 +539,7 @@ public final class CallService: Sendable {
     /// Reports the callee's connections that got `call.incoming` at the invite, and queues it
     /// for the callee's other devices (offline, or on another node) once they are known.
     private func offer(_ entry: CallEntry, expiresAt: Int64, on callLoop: CallLoop) {
+        if let refusal = entry.refusal { return apply(.refused(refusal), to: entry, on: callLoop) }
         guard entry.calleeExists else { return apply(.calleeUnknown, to: entry, on: callLoop) }
         guard entry.calleeSlot else { return apply(.calleeBusy, to: entry, on: callLoop) }
         if entry.liveOffered > 0 { apply(.offered(deviceCount: entry.liveOffered), to: entry, on: callLoop) }
@@ -654,6 +687,9 @@ public final class CallService: Sendable {
         entry.answerRecordTimer = nil
         directory.release(callId: entry.machine.callId, ended: true)
         if let cause = entry.machine.details.endCause { endedCounters[cause]?.increment() }
+        if let hooks = hooks.withLock({ $0 }), case .object(let details) = entry.record.json(deviceLabel: transport.label(of:)) {
+            hooks.callEnded(details)
+        }
         logger.debug("call ended", [("callId", entry.machine.callId), ("endCause", entry.machine.details.endCause?.rawValue ?? "")])
     }
 

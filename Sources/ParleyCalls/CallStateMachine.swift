@@ -73,6 +73,9 @@ public struct CallStateMachine: Sendable, Equatable {
         case .failed(let error):
             guard state != .ended else { return [] }
             return end(.failure, error: error, now: now)
+        case .refused(let refusal):
+            guard state == .initiating else { return [] }
+            return end(refusal.cause, error: refusal.error, now: now, notifyCallee: false)
         case .ringing(let device):
             return try ringing(from: device, now: now)
         case .answer(let device, let sdp):

@@ -13,6 +13,8 @@ public final class CloudCode: Sendable {
     public let caller: WebhookCaller
     public let deliveries: DeliveryStore
     public let worker: CloudWorker
+    /// The hooks on messages and calls.
+    public let traffic: TrafficWebhooks
     private let client: HTTPClient
     private let group: EventLoopGroup
     private let logger: Logger
@@ -33,6 +35,8 @@ public final class CloudCode: Sendable {
         deliveries = DeliveryStore(database: database)
         worker = CloudWorker(store: deliveries, caller: caller, group: group, configuration: configuration,
                              metrics: CloudMetrics(registry: metrics ?? MetricsRegistry()), logger: logger)
+        traffic = TrafficWebhooks(hooks: hooks, caller: WebhookCaller(client: client, key: configuration.webhookKey, timeout: configuration.trafficTimeout),
+                                  deliveries: deliveries, worker: worker, failOpen: configuration.trafficFailOpen, logger: logger)
     }
 
     /// Listens for hook changes and starts the delivery worker.

@@ -24,11 +24,16 @@ public struct CloudConfiguration: Sendable {
     public var maxDeliveries: Int
     /// A delivery still failing when older than this is dead, whatever its attempts.
     public var deliveryMaxAge: Duration
+    /// Deadline of a `beforeMessage` or `beforeCall` call (the sender waits for it).
+    public var trafficTimeout: Duration
+    /// Whether a `beforeMessage` / `beforeCall` webhook that cannot be called lets traffic through.
+    public var trafficFailOpen: Bool
 
     public init(webhookKey: String? = nil, timeout: Duration = .seconds(10), jobTimeout: Duration = .seconds(900), maxAnswerBytes: Int = 1 << 20,
                 connectionsPerHost: Int = 16, queuePerHost: Int = 256, concurrency: Int = 16, maxAttempts: Int = 8,
                 backoffBase: Duration = .seconds(1), backoffMax: Duration = .seconds(300), pollInterval: Duration = .seconds(1),
-                maxDeliveries: Int = 100_000, deliveryMaxAge: Duration = .seconds(86_400)) {
+                maxDeliveries: Int = 100_000, deliveryMaxAge: Duration = .seconds(86_400),
+                trafficTimeout: Duration = .seconds(3), trafficFailOpen: Bool = false) {
         self.webhookKey = webhookKey
         self.timeout = timeout
         self.jobTimeout = jobTimeout
@@ -42,5 +47,7 @@ public struct CloudConfiguration: Sendable {
         self.pollInterval = pollInterval
         self.maxDeliveries = max(1, maxDeliveries)
         self.deliveryMaxAge = deliveryMaxAge
+        self.trafficTimeout = trafficTimeout
+        self.trafficFailOpen = trafficFailOpen
     }
 }

@@ -27,6 +27,12 @@ public struct DeliveryStore: Sendable {
         ("INSERT INTO cloud_deliveries (kind, url, body) VALUES ('trigger', $1, $2)", [.text(url), .text(JSONValue.object(body).serialized())])
     }
 
+    /// Queues an after-trigger delivery on its own (not tied to a change's transaction).
+    public func enqueue(url: String, body: JSONObject) async throws(PostgresError) {
+        let statement = Self.enqueueTrigger(url: url, body: body)
+        _ = try await database.query(statement.sql, statement.params)
+    }
+
     /// Records a job (`_JobStatus`, status `pending`) and its delivery in one statement.
     public func enqueueJob(id: String, name: String, params: JSONObject, url: String, body: JSONObject) async throws(PostgresError) {
         _ = try await database.query("""

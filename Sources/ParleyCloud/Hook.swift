@@ -33,7 +33,7 @@ public enum Hook: Sendable, Equatable {
             self = .function(name: name, url: url)
         } else if let className = body["className"]?.string, !className.isEmpty,
                   let name = body["triggerName"]?.string, let trigger = TriggerName(rawValue: name),
-                  !trigger.isLogin || className == "_User" {
+                  trigger.requiredClassName.map({ $0 == className }) ?? !TriggerName.isTrafficClass(className) {
             self = .trigger(className: className, trigger: trigger, url: url)
         } else {
             throw .invalidHook

@@ -26,11 +26,15 @@ public enum ParleyError: Error, Sendable, Equatable, CustomStringConvertible {
     case http(String)
     /// The server answered something the SDK cannot read.
     case badResponse(String)
+    /// A TLS connection to an `https` server failed: its certificate did not verify (chain,
+    /// dates, host name) or it spoke no TLS. Never retried in clear or unverified.
+    case tls(String)
     /// The client was stopped.
     case stopped
 
     /// Maps a close code the server sent to the error it means, nil when the client should
-    /// simply reconnect (1001, 1006, 1011, 1013, 4003, …).
+    /// simply reconnect (1001, 1006, 1011, 1013, 4003, …). 1015 (never sent by a peer, RFC 6455)
+    /// is the transport's own: the TLS handshake was refused, `reason` says why.
     public static func forCloseCode(_ code: Int, reason: String) -> ParleyError? {
         switch code {
         case 4001: .replaced
@@ -38,6 +42,7 @@ public enum ParleyError: Error, Sendable, Equatable, CustomStringConvertible {
         case 4004: .invalidSession
         case 4005: .tooManyDevices
         case 4006: .sessionRevoked
+        case 1015: .tls(reason)
         default: nil
         }
     }
@@ -57,6 +62,7 @@ public enum ParleyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storage(let operation, let errno): "storage failed: \(operation) (errno \(errno))"
         case .http(let what): "HTTP request failed: \(what)"
         case .badResponse(let what): "bad response: \(what)"
+        case .tls(let what): "TLS \(what)"
         case .stopped: "the client was stopped"
         }
     }

@@ -99,6 +99,16 @@ extension ParseAPI {
         // Batch.
         route(.post, "/batch", on: group, ParseEndpoint { api, q in try await api.batch(q) })
         // Config.
+        route(.get, "/aggregate/:className", on: group, ParseEndpoint(requiresMaster: true) { api, q in
+            let parameters: [(name: String, value: JSONValue)] = q.bodyIsQuery ? q.object.map { ($0.key, $0.value) } : q.query.map { ($0.name, .string($0.value)) }
+            let query: AggregateQuery
+            do throws(QueryError) {
+                query = try AggregateQuery.fromParameters(className: q.parameter("className"), parameters)
+            } catch {
+                throw ParseError(error)
+            }
+            return .ok(try await api.queries.aggregate(query, on: q.db))
+        })
         route(.get, "/config", on: group, ParseEndpoint { api, q in .ok(try await api.accounts.config.get(auth: q.auth, on: q.db)) })
         route(.put, "/config", on: group, ParseEndpoint(requiresMaster: true) { api, q in
             try await api.accounts.config.update(body: q.object, events: api.accounts.events, on: q.db)
@@ -211,18 +221,27 @@ extension ParseAPI {
 
     func getUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
-        let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields, keys: shape.topLevelKeys, on: request.db)
+        let relations = try await accounts.schemas.relationFields(className: ClassName.user, on: request.db)
+        let user = try await accounts.users.get(objectId: id, auth: request.auth, hidden: request.access.protectedFields,
+                                                userFields: request.access.userFieldProtections,
+                                                pointerFields: request.access.pointerFields, keys: shape.topLevelKeys, relations: relations, on: request.db)
         return .ok(try await queries.shape(user, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        let answer = try await accounts.users.update(objectId: id, body: request.object, auth: request.auth, on: request.db)
+        let (users, auth, pointerFields) = (accounts.users, request.auth, request.access.pointerFields)
+        let answer = try await accounts.relations.write(systemClass: ClassName.user, owner: id, body: request.object, on: request.db) { body, db throws(ParseError) in
+            try await users.update(objectId: id, body: body, auth: auth, pointerFields: pointerFields, on: db)
+        }
         if accounts.configuration.verifyUserEmails, request.object["email"]?.string != nil { await sendVerification(userId: id, logger: logger) }
         return .ok(answer)
     }
 
     func deleteUser(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        try await accounts.users.delete(objectId: id, auth: request.auth, on: request.db)
+        let (users, auth, pointerFields) = (accounts.users, request.auth, request.access.pointerFields)
+        try await accounts.relations.delete(systemClass: ClassName.user, objectId: id, on: request.db) { db throws(ParseError) in
+            try await users.delete(objectId: id, auth: auth, pointerFields: pointerFields, on: db)
+        }
         return .empty
     }
 
@@ -277,16 +296,24 @@ extension ParseAPI {
 
     func getInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
         let shape = try request.fetchShape()
-        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, keys: shape.topLevelKeys, on: request.db)
+        let relations = try await accounts.schemas.relationFields(className: ClassName.installation, on: request.db)
+        let installation = try await accounts.installations.get(objectId: id, auth: request.auth, pointerFields: request.access.pointerFields,
+                                                                keys: shape.topLevelKeys, relations: relations, on: request.db)
         return .ok(try await queries.shape(installation, shape: shape, auth: request.auth, on: request.db))
     }
 
     func updateInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        .ok(try await accounts.installations.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        let (installations, auth, pointerFields) = (accounts.installations, request.auth, request.access.pointerFields)
+        return .ok(try await accounts.relations.write(systemClass: ClassName.installation, owner: id, body: request.object, on: request.db) { body, db throws(ParseError) in
+            try await installations.update(objectId: id, body: body, auth: auth, pointerFields: pointerFields, on: db)
+        })
     }
 
     func deleteInstallation(_ request: ParseRequest, id: String) async throws -> ParseResponse {
-        try await accounts.installations.delete(objectId: id, auth: request.auth, on: request.db)
+        let (installations, auth) = (accounts.installations, request.auth)
+        try await accounts.relations.delete(systemClass: ClassName.installation, objectId: id, on: request.db) { db throws(ParseError) in
+            try await installations.delete(objectId: id, auth: auth, on: db)
+        }
         return .empty
     }
 
@@ -338,7 +365,7 @@ extension ParseAPI {
         case ClassName.user: return try await updateUser(request, id: id)
         case ClassName.installation: return try await updateInstallation(request, id: id)
         case ClassName.session: throw ParseError.operationForbidden("sessions cannot be modified")
-        case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, on: request.db))
+        case ClassName.role: return .ok(try await accounts.roleWriter.update(objectId: id, body: request.object, auth: request.auth, access: request.access, on: request.db))
         default:
             return .ok(try await accounts.relations.update(className: className, objectId: id, body: request.object, auth: request.auth,
                                                            access: request.access, on: request.db))
@@ -351,7 +378,7 @@ extension ParseAPI {
         case ClassName.installation: return try await deleteInstallation(request, id: id)
         case ClassName.session: return try await deleteSession(request, id: id)
         case ClassName.role:
-            try await accounts.roleWriter.delete(objectId: id, auth: request.auth, on: request.db)
+            try await accounts.roleWriter.delete(objectId: id, auth: request.auth, access: request.access, on: request.db)
             return .empty
         default:
             try await accounts.relations.delete(className: className, objectId: id, auth: request.auth, access: request.access, on: request.db)

@@ -54,6 +54,14 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
         }
     }
 
+    /// Sends an encoded frame unless this session's user is in `users` (any thread).
+    func send(frame: [UInt8], unlessUserIn users: Set<String>) {
+        loop.execute { [self] in
+            guard let key, !users.contains(key.userId) else { return }
+            send(frame: frame)
+        }
+    }
+
     /// Closes the session with a close code (any thread), e.g. 4006 when the session is revoked.
     public func closeSession(code: UInt16, reason: String) {
         guard loop.inEventLoop else {
@@ -421,7 +429,7 @@ public final class RealtimeConnection: WebSocketDelegate, @unchecked Sendable {
         reply(ServerFrame.ok(re: id, failed))
         guard !users.isEmpty else { return }
         Task(executorPreference: loop) { [self] in
-            let states = await service.presenceSnapshot(users, onlineHere: onlineHere)
+            let states = await service.presenceSnapshot(users, onlineHere: onlineHere, viewer: key?.userId ?? "")
             for state in states where subscriptions.contains(state.userId) {
                 reply(ServerFrame.presence(userId: state.userId, online: state.online, lastSeenAt: state.lastSeenAt))
             }

@@ -36,6 +36,12 @@ public enum RealtimeErrorCode: String, Sendable, Equatable, CaseIterable {
     case unavailable = "unavailable"
     /// An unexpected server error.
     case `internal` = "internal"
+    /// The user's block list is full (`BlockList.maxBlocksPerUser`).
+    case tooManyBlocks = "too_many_blocks"
+    /// A `beforeMessage` Cloud Code hook refused the message; `error` is the hook's message.
+    case rejected = "rejected"
+    /// A `beforeMessage` hook could not be called (timeout, unreachable, bad answer) and hooks fail closed.
+    case hookFailed = "hook_failed"
 
     // Calls (docs/realtime-protocol.md, "Calls"; produced by ParleyCalls through `RealtimeFrameHandler`).
     /// No such call, or not one this user takes part in.

@@ -2,8 +2,8 @@ import ParleyHTTP
 import ParleyJSON
 
 /// A realtime failure as a `/v1` REST response: `{"code":"…","error":"…"}` with its status (401
-/// for an invalid session, 404 unknown user, 429 rate limited, 503 unavailable, 500 internal,
-/// 400 otherwise). Shared by every `/v1` endpoint.
+/// for an invalid session, 404 unknown user, 403 rejected by a hook, 429 rate limited, 503
+/// unavailable or hook failed, 500 internal, 400 otherwise). Shared by every `/v1` endpoint.
 public struct RealtimeRESTError: HTTPResponseError {
     public let failure: RealtimeFailure
 
@@ -16,7 +16,8 @@ public struct RealtimeRESTError: HTTPResponseError {
         case .invalidSession: 401
         case .userNotFound: 404
         case .rateLimited: 429
-        case .unavailable: 503
+        case .rejected: 403
+        case .unavailable, .hookFailed: 503
         case .internal: 500
         default: 400
         }

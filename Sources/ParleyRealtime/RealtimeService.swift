@@ -21,6 +21,8 @@ public final class RealtimeService: Sendable {
     public let messages: MessageStore
     /// Who reached whom (presence and typing between contacts).
     public let contacts: ContactDirectory
+    /// Who blocked whom (`/v1/blocks`).
+    public let blocks: BlockList
     public let authenticator: any RealtimeAuthenticator
     /// This node's id, random per process.
     public let nodeID: String
@@ -29,6 +31,7 @@ public final class RealtimeService: Sendable {
     let metrics: RealtimeMetrics
     private let loopContexts: [LoopContext]
     private let handlers = Mutex<[String: any RealtimeFrameHandler]>([:])
+    private let messageHooks = Mutex<(any MessageHooks)?>(nil)
     private let connectionIDs = Atomic<UInt64>(0)
     private let cluster: RealtimeCluster
     /// Nodes with a recent heartbeat (1 until the first heartbeat says otherwise).
@@ -79,6 +82,7 @@ public final class RealtimeService: Sendable {
         self.queue = queue
         let contacts = ContactDirectory(database: database)
         self.contacts = contacts
+        blocks = BlockList(database: database)
         let messages = MessageStore(queue: queue, contacts: contacts)
         self.messages = messages
         frameLimits = ClientFrameLimits(configuration)
@@ -104,6 +108,7 @@ public final class RealtimeService: Sendable {
     public func start() {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
         cluster.start()
+        blocks.startListening(on: group.loops[0], logger: logger)
         let loop = group.loops[0]
         loop.execute { [self] in
             repeatEvery(configuration.heartbeatInterval, on: loop, first: .zero) { [self] in
@@ -147,6 +152,7 @@ public final class RealtimeService: Sendable {
     public func shutdown() {
         running.store(false, ordering: .releasing)
         cluster.stop()
+        blocks.stopListening()
     }
 
     /// After many connections opened or closed, hands the heap pages freed since to the kernel:
@@ -181,7 +187,7 @@ public final class RealtimeService: Sendable {
 
     // MARK: Routes
 
-    /// Mounts `GET /v1/socket` (WebSocket) and `POST|GET /v1/messages`.
+    /// Mounts `GET /v1/socket` (WebSocket), `POST|GET /v1/messages` and `/v1/blocks`.
     public func register(on router: Router) {
         let handshake = WebSocketHandshake()
         var socketConfiguration = WebSocketHandler.Configuration()
@@ -204,6 +210,7 @@ public final class RealtimeService: Sendable {
             }
         }
         MessagesEndpoint(service: self).register(on: router)
+        BlocksEndpoint(service: self).register(on: router)
     }
 
     /// Routes frames whose type starts with `prefix` (e.g. `call.`) to `handler`.
@@ -229,11 +236,91 @@ public final class RealtimeService: Sendable {
 
     // MARK: Messaging
 
+    /// Installs the Cloud Code hooks every message passes (`beforeMessage`, `afterMessage`).
+    public func install(messageHooks hooks: any MessageHooks) {
+        messageHooks.withLock { $0 = hooks }
+    }
+
     /// Stores a message through this loop's group commit (call on `loop`); `completion` runs on
-    /// the loop after the commit.
+    /// the loop after the commit. Recipients who blocked the sender are left out without a word
+    /// (a message to no one else is answered as sent and stored nowhere); the message hooks
+    /// review it first when registered. With no hooks and the sender's blockers cached, nothing
+    /// is read before the commit.
     public func send(_ request: SendMessageRequest, from sender: String, device: String?, on loop: EventLoop,
                      completion: @escaping (Result<SendResult, RealtimeFailure>) -> Void) {
         loop.preconditionInEventLoop()
+        let hooks = messageHooks.withLock { $0 }
+        if hooks.map({ $0.registeredFromMemory() == MessageHookSet.none }) ?? true, let blockers = blocks.cachedBlockers(of: sender) {
+            guard let request = Self.request(request, without: blockers) else { return completion(.success(Self.droppedResult())) }
+            return submit(request, from: sender, device: device, on: loop, completion: completion)
+        }
+        let completion = LoopBound(completion, loop: loop)
+        Task(executorPreference: loop) { [self] in
+            let result = await reviewAndSubmit(request, from: sender, device: device, on: loop, hooks: hooks)
+            loop.execute { completion.value(result) }
+        }
+    }
+
+    /// The send without the recipients in `blockers`; nil when none is left.
+    static func request(_ request: SendMessageRequest, without blockers: Set<String>) -> SendMessageRequest? {
+        guard !blockers.isEmpty else { return request }
+        var request = request
+        request.to.removeAll { blockers.contains($0) }
+        return request.to.isEmpty ? nil : request
+    }
+
+    /// What a sender sees when every recipient blocked it: sent, as any message.
+    static func droppedResult() -> SendResult {
+        let now = UTCTime.nowMilliseconds()
+        return SendResult(messageId: MessageID.make(milliseconds: now), sentAt: now, recipients: [], failed: [], duplicate: false)
+    }
+
+    /// The block list, then `beforeMessage`, the commit and `afterMessage`.
+    private func reviewAndSubmit(_ request: SendMessageRequest, from sender: String, device: String?, on loop: EventLoop,
+                                 hooks: (any MessageHooks)?) async -> Result<SendResult, RealtimeFailure> {
+        let blockers: Set<String>
+        do {
+            blockers = try await blocks.blockers(of: sender)
+        } catch {
+            return .failure(error)
+        }
+        guard var request = Self.request(request, without: blockers) else { return .success(Self.droppedResult()) }
+        let registered = await hooks?.registered() ?? .none
+        if let hooks, registered.before {
+            switch await hooks.beforeMessage(OutgoingMessage(from: sender, deviceId: device, request: request)) {
+            case .accept:
+                break
+            case .rewrite(let text, let headers):
+                var object: JSONObject = ["clientMessageId": .string(request.clientMessageId), "to": .array(request.to.map { .string($0) }),
+                                          "text": .string(text)]
+                if let headers { object["headers"] = .object(headers) } else if case .object(let old)? = try? JSONParser().parse(request.headersJSON) {
+                    object["headers"] = .object(old)
+                }
+                do throws(ClientFrameError) {
+                    request = try SendMessageRequest.parse(object, limits: frameLimits, id: nil)
+                } catch {
+                    return .failure(RealtimeFailure(.hookFailed, "the beforeMessage hook's rewrite is refused: \(error.message)"))
+                }
+            case .refuse(let failure):
+                return .failure(failure)
+            }
+        }
+        let committed = request
+        let result = await withCheckedContinuation { continuation in
+            loop.execute { [self] in
+                submit(committed, from: sender, device: device, on: loop) { continuation.resume(returning: $0) }
+            }
+        }
+        if let hooks, registered.after, case .success(let sent) = result, !sent.duplicate, !sent.recipients.isEmpty {
+            await hooks.afterMessage(MessageRecord(id: sent.messageId, from: sender, to: sent.recipients, text: committed.text,
+                                                   headersJSON: committed.headersJSON, sentAt: sent.sentAt))
+        }
+        return result
+    }
+
+    /// Hands a reviewed send to this loop's group commit (call on `loop`).
+    private func submit(_ request: SendMessageRequest, from sender: String, device: String?, on loop: EventLoop,
+                        completion: @escaping (Result<SendResult, RealtimeFailure>) -> Void) {
         let now = UTCTime.nowMilliseconds()
         loopContexts[loop.index].sends.submit(MessageStore.Send(
             request: request, sender: sender, senderDevice: device ?? "", messageID: MessageID.make(milliseconds: now),
@@ -279,8 +366,18 @@ public final class RealtimeService: Sendable {
         var lastSeenAt: Int64?
     }
 
-    /// Current presence of users (`onlineHere[i]`: connected to this node).
-    func presenceSnapshot(_ users: [String], onlineHere: [Bool]) async -> [PresenceState] {
+    /// Current presence of `users` for `viewer` (`onlineHere[i]`: connected to this node); a user
+    /// `viewer` blocked shows as offline, never seen.
+    func presenceSnapshot(_ users: [String], onlineHere: [Bool], viewer: String) async -> [PresenceState] {
+        let blockers = (try? await blocks.blockers(of: users)) ?? [:]
+        // Users the viewer blocked (or whose blockers cannot be read).
+        let hidden = Set(users.filter { blockers[$0]?.contains(viewer) ?? true })
+        let visible = zip(users, onlineHere).filter { !hidden.contains($0.0) }
+        let states = await presenceStates(visible.map(\.0), onlineHere: visible.map(\.1))
+        return states + hidden.sorted().map { PresenceState(userId: $0, online: false, lastSeenAt: nil) }
+    }
+
+    private func presenceStates(_ users: [String], onlineHere: [Bool]) async -> [PresenceState] {
         let now = UTCTime.nowMilliseconds()
         var states = zip(users, onlineHere).map { PresenceState(userId: $0, online: $1, lastSeenAt: $1 ? now : nil) }
         let others = states.filter { !$0.online }.map(\.userId)
@@ -311,8 +408,7 @@ public final class RealtimeService: Sendable {
         let now = UTCTime.nowMilliseconds()
         let elsewhere = remoteOnline.withLock { !($0[userId]?.isEmpty ?? true) }
         if !elsewhere {
-            let frame = ServerFrame.presence(userId: userId, online: online, lastSeenAt: now)
-            for subscriber in localSubscribers { subscriber.send(frame: frame) }
+            sendPresence(ServerFrame.presence(userId: userId, online: online, lastSeenAt: now), of: userId, to: localSubscribers)
         }
         if liveNodes.load(ordering: .relaxed) > 1 {
             cluster.broadcast(.presence(userId: userId, online: online, at: now, node: nodeID))
@@ -335,12 +431,39 @@ public final class RealtimeService: Sendable {
         // An "offline" from the only node we knew of, or one we never heard come online (it connected
         // before this node joined), is a change too.
         guard before != after || (!online && !after), !registry.isOnline(userId) else { return }
-        let frame = ServerFrame.presence(userId: userId, online: after, lastSeenAt: at)
-        for subscriber in registry.subscribers(of: userId) { subscriber.send(frame: frame) }
+        sendPresence(ServerFrame.presence(userId: userId, online: after, lastSeenAt: at), of: userId, to: registry.subscribers(of: userId))
     }
 
-    /// Relays a typing indicator to the user's connected devices, on every node.
+    /// Sends `user`'s presence to the subscribers who did not block the user (dropped when the
+    /// block list cannot be read).
+    private func sendPresence(_ frame: [UInt8], of user: String, to subscribers: [RealtimeConnection]) {
+        guard !subscribers.isEmpty else { return }
+        func deliver(_ blockers: Set<String>) {
+            for subscriber in subscribers {
+                if blockers.isEmpty { subscriber.send(frame: frame) } else { subscriber.send(frame: frame, unlessUserIn: blockers) }
+            }
+        }
+        if let blockers = blocks.cachedBlockers(of: user) { return deliver(blockers) }
+        Task { [blocks] in
+            guard let blockers = try? await blocks.blockers(of: user) else { return }
+            deliver(blockers)
+        }
+    }
+
+    /// Relays a typing indicator to the user's connected devices, on every node, unless the user
+    /// blocked the sender.
     func relayTyping(to userId: String, from sender: String, active: Bool) {
+        if let blockers = blocks.cachedBlockers(of: sender) {
+            guard !blockers.contains(userId) else { return }
+            return deliverTyping(to: userId, from: sender, active: active)
+        }
+        Task { [self] in
+            guard let blockers = try? await blocks.blockers(of: sender), !blockers.contains(userId) else { return }
+            deliverTyping(to: userId, from: sender, active: active)
+        }
+    }
+
+    private func deliverTyping(to userId: String, from sender: String, active: Bool) {
         let frame = ServerFrame.typing(from: sender, active: active)
         let local = registry.connections(ofUser: userId)
         for connection in local { connection.send(frame: frame) }

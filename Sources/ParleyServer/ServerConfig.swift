@@ -392,12 +392,14 @@ extension ServerConfig {
         ConfigOption("webhook-poll-interval", env: "PARLEY_WEBHOOK_POLL_INTERVAL", default: "1s", "How often a node looks for due deliveries when nothing woke it (retries, other nodes' work)."),
         ConfigOption("webhook-max-deliveries", env: "PARLEY_WEBHOOK_MAX_DELIVERIES", default: "100000", "After-trigger deliveries kept (pending and dead); beyond, the oldest are dropped (dead first), logged and counted."),
         ConfigOption("webhook-delivery-max-age", env: "PARLEY_WEBHOOK_DELIVERY_MAX_AGE", default: "24h", "An after-trigger or job delivery still failing when older than this is dead, whatever its attempts."),
+        ConfigOption("webhook-traffic-timeout", env: "PARLEY_WEBHOOK_TRAFFIC_TIMEOUT", default: "3s", "Deadline of a beforeMessage or beforeCall webhook call (then the failure rule of --webhook-traffic-fail-open)."),
+        ConfigOption("webhook-traffic-fail-open", env: "PARLEY_WEBHOOK_TRAFFIC_FAIL_OPEN", default: "false", "A beforeMessage or beforeCall webhook that cannot be called lets the message or call through (default: refused with hook_failed / failure).", isSwitch: true),
     ]
 
     static func cloudConfiguration(_ values: ConfigValues) throws(ConfigError) -> CloudConfiguration {
         var parsed: [String: Duration] = [:]
         for key in ["webhook-timeout", "webhook-job-timeout", "webhook-backoff-base", "webhook-backoff-max", "webhook-poll-interval",
-                    "webhook-delivery-max-age"] {
+                    "webhook-delivery-max-age", "webhook-traffic-timeout"] {
             let value = try values.duration(key)
             guard value >= .milliseconds(10) else {
                 throw .invalidValue(option: values.origin(key), value: values.string(key), expected: "a duration of at least 10ms")
@@ -410,6 +412,7 @@ extension ServerConfig {
             connectionsPerHost: try values.int("webhook-connections", in: 1...1024), queuePerHost: try values.int("webhook-queue", in: 0...100_000),
             concurrency: try values.int("webhook-concurrency", in: 1...1024), maxAttempts: try values.int("webhook-max-attempts", in: 1...1000),
             backoffBase: parsed["webhook-backoff-base"]!, backoffMax: parsed["webhook-backoff-max"]!, pollInterval: parsed["webhook-poll-interval"]!,
-            maxDeliveries: try values.int("webhook-max-deliveries", in: 1...100_000_000), deliveryMaxAge: parsed["webhook-delivery-max-age"]!)
+            maxDeliveries: try values.int("webhook-max-deliveries", in: 1...100_000_000), deliveryMaxAge: parsed["webhook-delivery-max-age"]!,
+            trafficTimeout: parsed["webhook-traffic-timeout"]!, trafficFailOpen: try values.bool("webhook-traffic-fail-open"))
     }
 }

@@ -93,6 +93,9 @@ public final class ServerRuntime: Sendable {
         CallEndpoints(calls: calls, authenticator: realtime.authenticator).register(on: router)
         cloud = CloudCode(database: database, group: group, configuration: config.cloud, blockingPool: blockingPool, metrics: metrics.registry,
                           logger: Logger(label: "cloud"))
+        let trafficHooks = TrafficHooks(traffic: cloud.traffic, blocks: realtime.blocks)
+        realtime.install(messageHooks: trafficHooks)
+        calls.install(hooks: trafficHooks)
         let push = self.push
         parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,

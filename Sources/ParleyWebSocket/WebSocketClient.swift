@@ -14,6 +14,9 @@ public enum WebSocketClient {
         case handshake(WebSocketClientHandshakeError)
         /// The connection closed, or the deadline passed, before the handshake finished.
         case closedDuringHandshake
+        /// The TLS handshake failed (`wss`): the certificate did not verify or the server spoke
+        /// no TLS; the upgrade request was never sent in clear.
+        case tls(TLSError)
 
         public var description: String {
             switch self {
@@ -21,15 +24,18 @@ public enum WebSocketClient {
             case .badResponse(let error): "bad upgrade response: \(error)"
             case .handshake(let error): "\(error)"
             case .closedDuringHandshake: "the connection closed during the WebSocket handshake"
+            case .tls(let error): "\(error)"
             }
         }
     }
 
     /// Connects to `address` and upgrades `target` (loop thread only). `completion` runs once on
     /// the loop: with the open handler (already delivering to `delegate`) or the error. The
-    /// whole exchange, connect included, must finish within `timeout`.
+    /// whole exchange, connect included, must finish within `timeout`. With `tls` (`wss`) the
+    /// connection is encrypted first, verifying the server's chain and `serverName` (sent as SNI).
     public static func connect(
         to address: SocketAddress, authority: String, target: String, extraHeaders: [(String, String)] = [],
+        tls: (context: TLSContext, serverName: String)? = nil,
         on loop: EventLoop, timeout: Duration, configuration: WebSocketHandler.Configuration,
         delegate: any WebSocketDelegate, completion: @escaping (Result<WebSocketHandler, ConnectError>) -> Void
     ) {
@@ -45,6 +51,20 @@ public enum WebSocketClient {
                 upgrade.timer = loop.schedule(after: timeout) { [weak upgrade, weak connection] in
                     upgrade?.finish(.failure(.closedDuringHandshake))
                     connection?.close(immediately: true)
+                }
+                if let tls {
+                    let session: TLSConnection
+                    do throws(TLSError) {
+                        session = try TLSConnection(context: tls.context, serverName: tls.serverName)
+                    } catch {
+                        upgrade.finish(.failure(.tls(error)))
+                        connection.close(immediately: true)
+                        return
+                    }
+                    // The upgrade deadline above covers the handshake; this one only backs it up.
+                    connection.startTLS(session, handshakeTimeout: timeout + .seconds(1)) { [weak upgrade] result in
+                        if case .failure(let error) = result, error != .closed { upgrade?.finish(.failure(.tls(error))) }
+                    }
                 }
                 connection.write(handshake.requestBytes)
             }

@@ -1,4 +1,3 @@
-import ParleyHTTP
 import ParleyJSON
 import ParleyKit
 import ParleyKitLinux
@@ -10,7 +9,8 @@ actor ChatApp: ParleyClientDelegate {
     let dataDirectory: String
     let group: EventLoopGroup
     let pool: BlockingPool
-    let http: HTTPClient
+    let http: LinuxHTTPTransport
+    let tlsCAFile: String?
     let deviceId: String
     let accounts: ParseAccounts
 
@@ -26,13 +26,15 @@ actor ChatApp: ParleyClientDelegate {
     private var unread: [String] = []
     private var call: Call?
 
-    init(server: ParleyServerURL, dataDirectory: String, appId: String, group: EventLoopGroup, pool: BlockingPool, deviceId: String) {
+    init(server: ParleyServerURL, dataDirectory: String, appId: String, group: EventLoopGroup, pool: BlockingPool, deviceId: String,
+         tlsCAFile: String? = nil) {
         self.server = server
+        self.tlsCAFile = tlsCAFile
         self.dataDirectory = dataDirectory
         self.group = group
         self.pool = pool
         self.deviceId = deviceId
-        http = HTTPClient(group: group, blockingPool: pool)
+        http = LinuxHTTPTransport(group: group, blockingPool: pool, tlsCAFile: tlsCAFile)
         accounts = ParseAccounts(server: server, http: http, appId: appId, installationId: deviceId)
     }
 
@@ -143,8 +145,8 @@ actor ChatApp: ParleyClientDelegate {
         names[session.userId] = session.username
         let configuration = ParleyClientConfiguration(serverURL: server, deviceId: deviceId)
         let storage = FileStorage(directory: dataDirectory + "/" + session.userId, runner: BlockingPoolRunner(pool: pool))
-        let client = ParleyClient(configuration: configuration, transport: LinuxTransport(group: group, blockingPool: pool),
-                                  storage: storage, http: LinuxHTTPTransport(client: http))
+        let client = ParleyClient(configuration: configuration, transport: LinuxTransport(group: group, blockingPool: pool, tlsCAFile: tlsCAFile),
+                                  storage: storage, http: http)
         self.client = client
         await client.setDelegate(self)
         try await client.connect(sessionToken: session.token)

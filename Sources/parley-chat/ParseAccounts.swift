@@ -1,11 +1,11 @@
-import ParleyHTTP
 import ParleyJSON
 import ParleyKit
+import ParleyKitLinux
 
 /// The few Parse REST calls the example needs (accounts stay with the Parse SDKs in real apps).
 struct ParseAccounts: Sendable {
     let server: ParleyServerURL
-    let http: HTTPClient
+    let http: LinuxHTTPTransport
     let appId: String
     let installationId: String
 
@@ -21,19 +21,19 @@ struct ParseAccounts: Sendable {
     }
 
     func signUp(_ username: String, password: String) async throws(ParleyError) -> Session {
-        let body = try await call(.post, "/parse/users", ["username": .string(username), "password": .string(password)])
+        let body = try await call("POST", "/parse/users", ["username": .string(username), "password": .string(password)])
         guard let id = body["objectId"]?.string, let token = body["sessionToken"]?.string else { throw .badResponse("signup") }
         return Session(userId: id, username: username, token: token)
     }
 
     func logIn(_ username: String, password: String) async throws(ParleyError) -> Session {
-        let body = try await call(.post, "/parse/login", ["username": .string(username), "password": .string(password)])
+        let body = try await call("POST", "/parse/login", ["username": .string(username), "password": .string(password)])
         guard let id = body["objectId"]?.string, let token = body["sessionToken"]?.string else { throw .badResponse("login") }
         return Session(userId: id, username: username, token: token)
     }
 
     func setLocation(_ session: Session, latitude: Double, longitude: Double) async throws(ParleyError) {
-        _ = try await call(.put, "/parse/users/\(session.userId)",
+        _ = try await call("PUT", "/parse/users/\(session.userId)",
                            ["location": ["__type": "GeoPoint", "latitude": .double(latitude), "longitude": .double(longitude)]],
                            token: session.token)
     }
@@ -47,7 +47,7 @@ struct ParseAccounts: Sendable {
     }
 
     func user(id userId: String, session: Session) async throws(ParleyError) -> User? {
-        let body = try await call(.get, "/parse/users/" + ParleyREST.percentEncoded(userId), nil, token: session.token)
+        let body = try await call("GET", "/parse/users/" + ParleyREST.percentEncoded(userId), nil, token: session.token)
         return body["username"]?.string.map { User(userId: userId, username: $0) }
     }
 
@@ -57,31 +57,25 @@ struct ParseAccounts: Sendable {
 
     private func users(_ whereClause: JSONValue, session: Session) async throws(ParleyError) -> [User] {
         let target = "/parse/users?limit=20&where=" + ParleyREST.percentEncoded(whereClause.serialized())
-        let body = try await call(.get, target, nil, token: session.token)
+        let body = try await call("GET", target, nil, token: session.token)
         return (body["results"]?.array ?? []).compactMap { item in
             guard let id = item["objectId"]?.string, let name = item["username"]?.string else { return nil }
             return User(userId: id, username: name)
         }
     }
 
-    private func call(_ method: HTTPMethod, _ target: String, _ body: JSONValue?, token: String? = nil) async throws(ParleyError) -> JSONObject {
-        var headers = HTTPHeaders([("X-Parse-Application-Id", appId), ("X-Parse-Installation-Id", installationId)])
-        if let token { headers.add("X-Parse-Session-Token", token) }
+    private func call(_ method: String, _ target: String, _ body: JSONValue?, token: String? = nil) async throws(ParleyError) -> JSONObject {
+        var headers = [("X-Parse-Application-Id", appId), ("X-Parse-Installation-Id", installationId)]
+        if let token { headers.append(("X-Parse-Session-Token", token)) }
         var bytes: [UInt8] = []
         if let body {
             body.serialize(into: &bytes)
-            headers.add("Content-Type", "application/json")
+            headers.append(("Content-Type", "application/json"))
         }
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(HTTPClientRequest(method: method, url: HTTPClientURL(host: server.host, port: server.port, target: target),
-                                                                headers: headers, body: bytes, retryOnStaleConnection: method == .get))
-        } catch {
-            throw .http(error.description)
-        }
+        let response = try await http.send(ParleyHTTPRequest(method: method, target: target, headers: headers, body: bytes), to: server)
         let parsed = try? JSONParser().parse(response.body)
-        guard (200..<300).contains(response.status.code), let object = parsed?.object else {
-            throw .server(code: parsed?["code"].map { $0.serialized() } ?? "\(response.status.code)", message: parsed?["error"]?.string ?? "")
+        guard (200..<300).contains(response.status), let object = parsed?.object else {
+            throw .server(code: parsed?["code"].map { $0.serialized() } ?? "\(response.status)", message: parsed?["error"]?.string ?? "")
         }
         return object
     }

@@ -217,6 +217,57 @@ final class CallServiceTests: XCTestCase {
         await h.shutdown()
     }
 
+    /// An invite refused by the installed hooks: the callee's connected devices never ring, the
+    /// caller gets `call.ended` with the refusal, the call is stored ended, and the hooks hear
+    /// of the end. Invites the hooks let through ring as usual.
+    func testHooksRefuseAnInviteBeforeTheCalleeRings() async throws {
+        let h = try await makeHarness("hooks", configuration: CallConfiguration(maxCallsPerUser: 5))
+        let hooks = RecordingCallHooks()
+        h.service.install(hooks: hooks)
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        expect(await h.invite(callId, to: H.bobPhone.userId), "ok")
+        let ended = await h.transport.waitFor(H.alice, "call.ended")
+        XCTAssertEqual(ended?["endCause"], "denied")
+        XCTAssertEqual(ended?["error"], "blocked by hook")
+        XCTAssertEqual(h.transport.receivedTypes(H.bobPhone), [], "the callee never rings")
+        let stored = try await storedRecord(h, callId) { $0.state == .ended }
+        XCTAssertEqual(stored?.details.endCause, .denied)
+        XCTAssertEqual(hooks.reviewed, [callId])
+        XCTAssertEqual(hooks.ended.first?["endCause"], "denied")
+        XCTAssertEqual(h.service.liveCalls, 0)
+        XCTAssertEqual(h.service.activeCalls(of: H.bobPhone.userId), 0)
+
+        let allowed = Self.newCallId()
+        hooks.refuse.withLock { $0 = false }
+        expect(await h.invite(allowed, to: H.bobPhone.userId), "ok")
+        let incoming = await h.transport.waitFor(H.bobPhone, "call.incoming")
+        XCTAssertEqual(incoming?["callId"], .string(allowed))
+        await h.shutdown()
+    }
+
+    /// A hang-up sent while the invite is reviewed waits for the review, then cancels the call.
+    func testHangUpDuringReviewCancelsTheCall() async throws {
+        let h = try await makeHarness("review-hangup", configuration: CallConfiguration(maxCallsPerUser: 5))
+        let hooks = RecordingCallHooks()
+        hooks.refuse.withLock { $0 = false }
+        hooks.delay.withLock { $0 = .milliseconds(400) }
+        h.service.install(hooks: hooks)
+        h.transport.connect(H.alice)
+        h.transport.connect(H.bobPhone)
+        let callId = Self.newCallId()
+        async let invited = h.invite(callId, to: H.bobPhone.userId)
+        try await Task.sleep(for: .milliseconds(100))
+        let hangup = await h.send(H.alice, "call.hangup", [("callId", .string(callId))])
+        expect(await invited, "ok")
+        expect(hangup, "ok")
+        let ended = await h.transport.waitFor(H.alice, "call.ended")
+        XCTAssertEqual(ended?["endCause"], "canceled")
+        XCTAssertEqual(h.service.liveCalls, 0)
+        await h.shutdown()
+    }
+
     func testCanceledDeniedBusyAndDeclineWithBusy() async throws {
         let h = try await makeHarness("causes", configuration: CallConfiguration(maxCallsPerUser: 5))
         for device in [H.alice, H.bobPhone, H.bobTablet] { h.transport.connect(device) }
@@ -727,5 +778,28 @@ final class CallServiceTests: XCTestCase {
         let disabled = CallService(group: h.database.group, store: h.store, transport: h.transport, configuration: CallConfiguration())
         XCTAssertEqual(disabled.turnCredentials(for: H.alice.userId), .object(JSONObject()))
         await h.shutdown()
+    }
+}
+
+/// Refuses every invite (while `refuse`) and records what it saw.
+final class RecordingCallHooks: CallHooks {
+    let refuse = Mutex(true)
+    let delay = Mutex<Duration>(.zero)
+    private let state = Mutex<(reviewed: [String], ended: [JSONObject])>(([], []))
+
+    var reviewed: [String] { state.withLock { $0.reviewed } }
+    var ended: [JSONObject] { state.withLock { $0.ended } }
+
+    func mustReview(caller: String, callee: String) -> Bool { true }
+
+    func review(_ invite: CallInviteReview) async -> CallRefusal? {
+        state.withLock { $0.reviewed.append(invite.callId) }
+        let delay = delay.withLock { $0 }
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        return refuse.withLock { $0 } ? CallRefusal(cause: .denied, error: "blocked by hook") : nil
+    }
+
+    func callEnded(_ details: JSONObject) {
+        state.withLock { $0.ended.append(details) }
     }
 }

@@ -26,6 +26,7 @@ final class CallStateMachineTests: XCTestCase {
             ("offered(2)", .offered(deviceCount: 2)),
             ("offered(0)", .offered(deviceCount: 0)),
             ("failed", .failed(error: "storage")),
+            ("refused", .refused(CallRefusal(cause: .denied, error: "hook says no"))),
         ]
         for (name, device) in devices {
             events.append(("ringing/\(name)", .ringing(from: device)))
@@ -122,6 +123,8 @@ final class CallStateMachineTests: XCTestCase {
             return unchanged
         case "failed":
             return ended(.failure, error: "storage", cancel: armed, answered: answered)
+        case "refused":
+            return state == .initiating ? ended(.denied, error: "hook says no", cancel: armed, answered: false, notifyCallee: false) : unchanged
         case "ringing":
             guard isCallee else { return .error(.notCallee) }
             guard state == .initiating || state == .progressing else { return unchanged }
@@ -210,7 +213,7 @@ final class CallStateMachineTests: XCTestCase {
                 combinations += 1
             }
         }
-        XCTAssertEqual(combinations, CallState.allCases.count * (5 + 9 * 5 + 4))
+        XCTAssertEqual(combinations, CallState.allCases.count * (6 + 9 * 5 + 4))
     }
 
     func testStartArmsReachTimerAndOffersForTheCallLifetime() {

@@ -367,7 +367,7 @@ final class ClientStateMachineTests: XCTestCase {
 
     func testCloseCodesThatStopForGoodAndOnesThatReconnect() {
         let stops: [(Int, ParleyError)] = [(4001, .replaced), (4002, .protocolViolation("bad hello")), (4004, .invalidSession),
-                                           (4005, .tooManyDevices), (4006, .sessionRevoked)]
+                                           (4005, .tooManyDevices), (4006, .sessionRevoked), (1015, .tls("bad hello"))]
         for (code, error) in stops {
             var m = connected()
             let actions = m.socketClosed(id: 1, code: code, reason: "bad hello", now: 0)

@@ -5,7 +5,9 @@ Two users in two tmux sessions against a real `parley serve`: sign up through th
 API, set a location and list nearby users, chat with delivered and read receipts and presence,
 place and answer a signalling-only call, page history, restart one client with its data
 directory (acknowledged messages are not shown again), and SIGKILL both the server and a client
-holding unsent messages: after both restart, each message arrives exactly once. Every step waits
+holding unsent messages: after both restart, each message arrives exactly once. Then the same
+client against an `https://` server (a CA made with openssl): sign-up over HTTPS and messages over
+WSS with `--tls-ca-file`, and the certificate refused without it (the system store). Every step waits
 for the screen to show the expected line, never for a fixed time.
 """
 import os
@@ -18,7 +20,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import ParleyServer, TempPostgres, built_binary, log  # noqa: E402
+from realtime_support import ParleyServer, TempPostgres, built_binary, free_port, log  # noqa: E402
+from tls import TestCA  # noqa: E402
 
 
 class Pane:
@@ -207,6 +210,7 @@ def main():
         for pane in (alice, bob3):
             pane.type("/quit")
             pane.wait_for(r"^bye$")
+        check_tls(binary, postgres, root, panes)
         print("sdk_chat: 1 passed, 0 failed")
     finally:
         for pane in panes:
@@ -214,6 +218,48 @@ def main():
         server.stop()
         postgres.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def check_tls(binary, postgres, root, panes):
+    """parley-chat on an https server: REST over HTTPS and the socket over WSS, verified."""
+    ca = TestCA()
+    certificate, key = ca.issue("localhost")
+    tls_port = free_port()
+    server = ParleyServer(postgres.create_database("sdk_chat_tls"),
+                          extra=["--tls-cert", certificate, "--tls-key", key, "--tls-port", str(tls_port)]).start()
+    url = f"https://localhost:{tls_port}"
+    try:
+        def start(name, trusted=True):
+            options = f" --tls-ca-file {ca.ca}" if trusted else ""
+            pane = Pane(name, f"{binary} --server {url}{options} --data-dir {root}/{name}")
+            panes.append(pane)
+            pane.wait_for(r"parley-chat on https://localhost")
+            return pane
+
+        alice, bob = start("tls-alice"), start("tls-bob")
+        alice.type("/signup alice wonderland")
+        bob.type("/signup bob builder")
+        alice.wait_for(r"\* logged in as alice")
+        bob.wait_for(r"\* logged in as bob")
+        alice.type("/chat bob")
+        bob.type("/chat alice")
+        bob.wait_for(r"\* chatting with alice")
+        alice.type("hello over wss")
+        bob.wait_for(r"^\[alice\] hello over wss$")
+        alice.wait_for(r"delivered by bob: hello over wss")
+        alice.type("/status")
+        alice.wait_for(r"\* alice on .*: connected")
+        # Without the CA file the system store is used: the test CA is unknown, refused.
+        stranger = start("tls-stranger", trusted=False)
+        stranger.type("/login alice wonderland")
+        stranger.wait_for(r"! TLS certificate verification failed: .*unable to get local issuer certificate")
+        for pane in (alice, bob, stranger):
+            pane.type("/quit")
+            pane.wait_for(r"^bye$")
+        log("https and wss with --tls-ca-file, refused without it")
+    finally:
+        server.stop()
+        ca.close()
 
 
 if __name__ == "__main__":

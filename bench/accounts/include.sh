@@ -69,6 +69,8 @@ token="$(printf '%s' "$signed_up" | python3 -c 'import json, sys; print(json.loa
 
 log "seeding $objects authors and $objects books"
 psql -X -q -v ON_ERROR_STOP=1 -v user="$user_id" -v objects="$objects" <<'SQL'
+-- The classes exist (a client may not read a class that does not: allowClientClassCreation is off).
+INSERT INTO parse_classes (class_name) VALUES ('Author'), ('Book') ON CONFLICT DO NOTHING;
 INSERT INTO objects (class_name, object_id, rperm, wperm, data)
 SELECT 'Author', 'a' || lpad(g::text, 9, '0'), '{*}', '{*}', jsonb_build_object('name', 'Author ' || g, 'born', 1900 + g % 100)
 FROM generate_series(1, :objects) AS g;

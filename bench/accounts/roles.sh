@@ -69,6 +69,8 @@ token="$(printf '%s' "$signed_up" | python3 -c 'import json, sys; print(json.loa
 
 log "seeding 3 roles and $objects objects per class"
 psql -X -q -v ON_ERROR_STOP=1 -v user="$user_id" -v objects="$objects" <<'SQL'
+-- The classes exist (a client may not read a class that does not: allowClientClassCreation is off).
+INSERT INTO parse_classes (class_name) VALUES ('RoleNote'), ('UserNote') ON CONFLICT DO NOTHING;
 INSERT INTO objects (class_name, object_id, data) VALUES
     ('_Role', 'roleMember', '{"name":"Members"}'), ('_Role', 'roleStaff', '{"name":"Staff"}'), ('_Role', 'roleAdmin', '{"name":"Admins"}');
 INSERT INTO "_Join:users:_Role" ("relatedId", "owningId") VALUES (:'user', 'roleMember');

@@ -9,11 +9,14 @@
               costs), (b) 256 messages + queue rows per transaction (raw batched inserts), and
               (c) the server's own group-commit function rt_send_batch with 256 messages per call, and
               (d) that, plus the acknowledgements that follow (recipients, then senders' receipts).
+              With --hook before, the same runs again with a `beforeMessage` Cloud Code hook
+              registered (bench/realtime/webhook.py, a keep-alive asyncio webhook answering
+              {"success":true}), so every send waits for a webhook call before its commit.
   memory      server RSS per idle authenticated connection at the given connection counts (past
               one process's fd limit, spread over several nodes on the same database).
 
 Usage: bench/realtime/run.py [--pairs 500] [--window 8] [--rate 2000,5000] [--duration 20] [--idle 10000,19000]
-                             [--only throughput|reference|memory]
+                             [--hook none,before] [--only throughput|reference|memory]
 Needs the release binary ($PARLEY_BIN or .build/release/parley), cc, and PostgreSQL's programs.
 """
 import argparse
@@ -53,18 +56,55 @@ def tokens_file(workdir, users, name):
     return path
 
 
+MASTER_KEY = "bench-master"
+
+
+def start_webhook(workdir):
+    port_file = os.path.join(workdir, "webhook.port")
+    process = subprocess.Popen([sys.executable, os.path.join(HERE, "webhook.py"), port_file], stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 10
+    while not (os.path.exists(port_file) and open(port_file).read()):
+        if time.time() > deadline or process.poll() is not None:
+            raise RuntimeError("the benchmark webhook did not start")
+        time.sleep(0.05)
+    return process, int(open(port_file).read())
+
+
+def set_hook(server, url):
+    """Registers (url) or removes (None) the beforeMessage hook through the Hooks API."""
+    import urllib.request
+    headers = {"X-Parse-Application-Id": "parley", "X-Parse-Master-Key": MASTER_KEY, "Content-Type": "application/json"}
+    if url:
+        body = json.dumps({"className": "_Message", "triggerName": "beforeMessage", "url": url}).encode()
+        request = urllib.request.Request(server.http_url + "/parse/hooks/triggers", data=body, method="POST", headers=headers)
+    else:
+        request = urllib.request.Request(server.http_url + "/parse/hooks/triggers/_Message/beforeMessage", method="DELETE", headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
+
+
 def throughput(args, postgres, workdir, client):
     url = postgres.create_database("bench")
     if args.stats:
         postgres.psql("bench", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    server = ParleyServer(url, extra=["--realtime-send-rate", "1000000", "--realtime-send-burst", "1000000"]).start()
+    server = ParleyServer(url, extra=["--realtime-send-rate", "1000000", "--realtime-send-burst", "1000000", "--app-id", "parley",
+                                      "--master-key", MASTER_KEY, "--webhook-connections", "64", "--webhook-queue", "4096"]).start()
+    webhook = None
     try:
         users = create_users(postgres, "bench", "b", 2 * args.pairs)
         path = tokens_file(workdir, users, "pairs.txt")
         results = []
-        runs = [("--window", w) for w in args.window] + [("--rate", r) for r in args.rate]
-        for flag, value in runs:
-            log(f"throughput: {args.pairs} pairs, {flag[2:]} {value}, {args.warmup:g} s warm-up + {args.duration:g} s")
+        runs = [(hook, "--window", w) for hook in args.hook for w in args.window] + [(hook, "--rate", r) for hook in args.hook for r in args.rate]
+        current = "none"
+        for hook, flag, value in runs:
+            if hook != current:
+                if hook == "before" and webhook is None:
+                    webhook, port = start_webhook(workdir)
+                    args.webhook_url = f"http://127.0.0.1:{port}/beforeMessage"
+                set_hook(server, args.webhook_url if hook == "before" else None)
+                current = hook
+                time.sleep(0.5)
+            log(f"throughput: {args.pairs} pairs, hook {hook}, {flag[2:]} {value}, {args.warmup:g} s warm-up + {args.duration:g} s")
             output = subprocess.run([client, "throughput", "--port", str(server.port), "--tokens", path,
                                      "--pairs", str(args.pairs), flag, str(value), "--size", "100",
                                      "--warmup", str(args.warmup), "--duration", str(args.duration)],
@@ -72,6 +112,7 @@ def throughput(args, postgres, workdir, client):
             line = output.stdout.strip().splitlines()[-1] if output.stdout.strip() else "{}"
             result = json.loads(line)
             result["batch_size_mean"] = batch_mean(server)
+            result["hook"] = hook
             log(json.dumps(result))
             results.append(result)
             if args.stats:
@@ -79,6 +120,9 @@ def throughput(args, postgres, workdir, client):
         return results
     finally:
         server.stop()
+        if webhook:
+            webhook.terminate()
+            log(f"webhook answered {webhook.communicate(timeout=10)[0].strip()} calls")
 
 
 def log_statistics(postgres):
@@ -280,12 +324,16 @@ def main():
     parser.add_argument("--warmup", type=float, default=5)
     parser.add_argument("--reference-seconds", type=int, default=15)
     parser.add_argument("--idle", default="10000,19000")
+    parser.add_argument("--hook", default="none", help="throughput runs: comma-separated hook modes, none and/or before (a beforeMessage webhook)")
     parser.add_argument("--only", choices=["throughput", "reference", "memory"])
     parser.add_argument("--stats", action="store_true",
                         help="record and print PostgreSQL's time per function and statement, table writes and WAL (costs some speed)")
     args = parser.parse_args()
     args.window = [int(w) for w in args.window.split(",") if w]
     args.rate = [int(r) for r in args.rate.split(",") if r]
+    args.hook = [h for h in args.hook.split(",") if h]
+    if any(h not in ("none", "before") for h in args.hook):
+        parser.error("--hook takes none and/or before")
     log(f"RLIMIT_NOFILE {raise_nofile()} (the hard limit bounds connections per process)")
     workdir = tempfile.mkdtemp(prefix="parley-rt-bench-")
     client = build_client(workdir)

@@ -43,6 +43,19 @@ public struct ParseQuery: Sendable, Equatable {
     /// from the schema, never from the request): a Pointer constraint on one means "owners whose
     /// relation holds it".
     public var relationFields: Set<String> = []
+    /// What the viewer may read of each class a subquery in `where` reads (set by `QueryRunner`
+    /// from the class-level permissions, never from the request; the master key needs none).
+    public var subqueryScopes: [String: SubqueryScope] = [:]
+    /// `keys` held `$score`: each row carries its `$text` rank as `score` (Parse Server's
+    /// `ts_rank_cd … AS score`); `keys` then lists `score`.
+    public var selectsTextScore = false
+
+    /// Moves a `$score` entry of `keys` to `selectsTextScore`.
+    mutating func takeScoreKey() {
+        guard let index = keys?.firstIndex(of: "$score") else { return }
+        keys?[index] = "score"
+        selectsTextScore = true
+    }
 
     public init(className: String, where: JSONValue? = nil, order: [OrderKey] = [], limit: Int = ParseQuery.defaultLimit,
                 skip: Int = 0, keys: [String]? = nil, count: Bool = false) {
@@ -103,6 +116,7 @@ public struct ParseQuery: Sendable, Equatable {
             try shape.finish()
             query.shape = shape
         }
+        query.takeScoreKey()
         return query
     }
 
@@ -138,6 +152,7 @@ public struct ParseQuery: Sendable, Equatable {
             }
         }
         try query.shape.finish()
+        query.takeScoreKey()
         return query
     }
 
@@ -270,6 +285,11 @@ public struct ParseQuery: Sendable, Equatable {
             if name.isEmpty {
                 if text.isEmpty { break }
                 throw .invalidQuery("order has an empty key")
+            }
+            if name == "$score" || name == "-$score" {
+                // Parse Server sorts by text score descending either way (`{$meta: "textScore"}`).
+                keys.append(OrderKey(field: "$score", descending: true))
+                continue
             }
             var descending = false
             if name.hasPrefix("-") {

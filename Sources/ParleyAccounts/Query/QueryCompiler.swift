@@ -26,10 +26,15 @@ public enum QueryCompiler {
             throw .invalidQuery("skip must be between 0 and \(ParseQuery.maxSkip)")
         }
         let limit = min(query.limit, ParseQuery.maxLimit)
-        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil, relationFields: query.relationFields)
+        var compiler = WhereCompiler(layout: layout, readerIDs: readerIDs, relationFields: query.relationFields, subqueryScopes: query.subqueryScopes)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let orderBy = try ordering(query.order, compiler: &compiler)
-        let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer)
+        var score: String?
+        if query.selectsTextScore {
+            guard let rank = compiler.textRank else { throw .invalidQuery("keys=$score needs a $text constraint") }
+            score = rank
+        }
+        let columns = try selectList(query.keys, layout: layout, writer: &compiler.writer, score: score)
 
         var sql = ""
         sql.reserveCapacity(columns.utf8.count + 400)
@@ -74,7 +79,7 @@ public enum QueryCompiler {
 
     /// `SELECT count(*) AS count …` over the same rows, ignoring order, limit, skip and keys.
     public static func compileCount(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?) throws(QueryError) -> CompiledQuery {
-        var compiler = WhereCompiler(layout: layout, isMaster: readerIDs == nil, relationFields: query.relationFields)
+        var compiler = WhereCompiler(layout: layout, readerIDs: readerIDs, relationFields: query.relationFields, subqueryScopes: query.subqueryScopes)
         let (access, conditions) = try filter(query, layout: layout, readerIDs: readerIDs, compiler: &compiler)
         let predicates = access + conditions
         var sql = "SELECT count(*) AS count FROM \(layout.table)"
@@ -85,21 +90,7 @@ public enum QueryCompiler {
     /// The class filter and read access, then the `where` predicates.
     private static func filter(_ query: ParseQuery, layout: TableLayout, readerIDs: [String]?,
                                compiler: inout WhereCompiler) throws(QueryError) -> (access: [String], conditions: [String]) {
-        var access: [String] = []
-        if let classColumn = layout.classColumn {
-            access.append(classColumn + " = " + (try compiler.writer.bind(.text(layout.className), as: "text")))
-        }
-        if let readerIDs {
-            switch layout.readAccess {
-            case .permissions(let column):
-                let readers = readerList(readerIDs)
-                // `IS TRUE` keeps the GIN index out of the plan: a prepared statement's generic
-                // plan guesses `rperm && $n` matches 1% of rows and bitmap-scans every public row.
-                access.append("(" + column + " && " + (try compiler.writer.bind(.textArray(readers), as: "text[]")) + ") IS TRUE")
-            case .owner(let column):
-                access.append("\(column) = ANY(\(try compiler.writer.bind(.textArray(readerIDs.filter { $0 != "*" }), as: "text[]")))")
-            }
-        }
+        let access = try accessPredicates(layout: layout, readerIDs: readerIDs, writer: &compiler.writer)
         switch query.where {
         case nil, .null?:
             return (access, [])
@@ -108,6 +99,26 @@ public enum QueryCompiler {
         default:
             throw .invalidQuery("where must be a JSON object")
         }
+    }
+
+    /// The class filter and the read-access predicates of `layout` for `readerIDs`.
+    static func accessPredicates(layout: TableLayout, readerIDs: [String]?, writer: inout SQLWriter) throws(QueryError) -> [String] {
+        var access: [String] = []
+        if let classColumn = layout.classColumn {
+            access.append(classColumn + " = " + (try writer.bind(.text(layout.className), as: "text")))
+        }
+        if let readerIDs {
+            switch layout.readAccess {
+            case .permissions(let column):
+                let readers = readerList(readerIDs)
+                // `IS TRUE` keeps the GIN index out of the plan: a prepared statement's generic
+                // plan guesses `rperm && $n` matches 1% of rows and bitmap-scans every public row.
+                access.append("(" + column + " && " + (try writer.bind(.textArray(readers), as: "text[]")) + ") IS TRUE")
+            case .owner(let column):
+                access.append("\(column) = ANY(\(try writer.bind(.textArray(readerIDs.filter { $0 != "*" }), as: "text[]")))")
+            }
+        }
+        return access
     }
 
     /// The ids a row's `rperm` must share one of: the public `*`, then `readerIDs` (no repeats).
@@ -128,6 +139,11 @@ public enum QueryCompiler {
         var terms: [String] = []
         var byObjectId = false
         for key in keys {
+            if key.field == "$score" {
+                guard let rank = compiler.textRank else { throw .invalidQuery("order by $score needs a $text constraint") }
+                terms.append(rank + " DESC")
+                continue
+            }
             switch try compiler.resolve(key.field) {
             case .column(let column, _):
                 if column == "object_id" { byObjectId = true }
@@ -143,7 +159,7 @@ public enum QueryCompiler {
     }
 
     /// The standard columns, then the layout's; with `keys`, `data` keeps only the listed keys.
-    private static func selectList(_ keys: [String]?, layout: TableLayout, writer: inout SQLWriter) throws(QueryError) -> String {
+    private static func selectList(_ keys: [String]?, layout: TableLayout, writer: inout SQLWriter, score: String? = nil) throws(QueryError) -> String {
         guard let keys, let data = layout.dataColumn else { return layout.selectList }
         for key in keys where !FieldPath.isValidName(key) { throw .invalidQuery("invalid key in keys: \(key)") }
         let custom = keys.filter { key in
@@ -155,7 +171,8 @@ public enum QueryCompiler {
             columns.append("'{}'::jsonb AS data")
         } else {
             let names = try writer.bind(.textArray(custom), as: "text[]")
-            columns.append("COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(\(data)) AS e WHERE e.key = ANY(\(names))), '{}'::jsonb) AS data")
+            let selected = "COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(\(data)) AS e WHERE e.key = ANY(\(names))), '{}'::jsonb)"
+            columns.append((score.map { "(\(selected) || jsonb_build_object('score', \($0)))" } ?? selected) + " AS data")
         }
         columns.append(contentsOf: layout.columns.map(\.column))
         return columns.joined(separator: ", ")

@@ -40,6 +40,10 @@ public enum QueryError: Error, Sendable, Equatable, CustomStringConvertible {
             } else {
                 self = .invalidQuery("invalid $regex")
             }
+        case "42601":
+            // `to_tsquery` refuses a `$text` `$term` that is not a valid tsquery.
+            guard case .server(let error) = databaseError, error.message.contains("tsquery") else { return nil }
+            self = .invalidQuery("invalid $text $term: \(error.message)")
         default:
             return nil
         }

@@ -117,7 +117,7 @@ public struct ReadShape: Sendable, Equatable {
                 while slice.last == " " { slice.removeLast() }
                 if slice.isEmpty { continue }
                 let entry = String(slice)
-                guard (allowStar && entry == "*") || FieldPath.isValidPath(entry) else {
+                guard (allowStar && entry == "*") || (name == "keys" && entry == "$score") || FieldPath.isValidPath(entry) else {
                     throw .invalidQuery("invalid key in \(name): \(entry)")
                 }
                 if !result.contains(entry) {

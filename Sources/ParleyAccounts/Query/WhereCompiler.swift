@@ -29,20 +29,32 @@ struct NearSphere {
 /// Compiles a `where` object into SQL predicates, binding every value as a parameter.
 struct WhereCompiler {
     let layout: TableLayout
-    let isMaster: Bool
+    /// The ids a row's ACL must grant read to; nil for the master key.
+    let readerIDs: [String]?
+    var isMaster: Bool { readerIDs == nil }
     /// Top-level fields that are Relations (`ParseQuery.relationFields`).
     let relationFields: Set<String>
+    /// What the viewer may read of each subquery class (`ParseQuery.subqueryScopes`).
+    let subqueryScopes: [String: SubqueryScope]
+    /// How many subqueries this one is inside.
+    let subqueryDepth: Int
     var writer = SQLWriter()
     /// A `$regex` was compiled.
     var usesRegex = false
     /// The query's `$nearSphere`, if it has one.
     private(set) var nearSphere: NearSphere?
-    private var conditions = 0
+    /// `ts_rank_cd(…)` of the query's `$text`, for `order=$score` and `keys=$score`.
+    var textRank: String?
+    /// Conditions counted so far (`QueryCompiler.maxConditions`), shared with subqueries.
+    var conditions = 0
 
-    init(layout: TableLayout, isMaster: Bool, relationFields: Set<String> = []) {
+    init(layout: TableLayout, readerIDs: [String]?, relationFields: Set<String> = [], subqueryScopes: [String: SubqueryScope] = [:],
+         subqueryDepth: Int = 0) {
         self.layout = layout
-        self.isMaster = isMaster
+        self.readerIDs = readerIDs
         self.relationFields = relationFields
+        self.subqueryScopes = subqueryScopes
+        self.subqueryDepth = subqueryDepth
     }
 
     // MARK: - Objects, $or and $and
@@ -193,10 +205,10 @@ struct WhereCompiler {
     private static let operators: Set<String> = [
         "$eq", "$ne", "$lt", "$lte", "$gt", "$gte", "$in", "$nin", "$all", "$exists", "$regex", "$options",
         "$nearSphere", "$maxDistance", "$maxDistanceInRadians", "$maxDistanceInKilometers", "$maxDistanceInMiles",
-        "$within", "$geoWithin", "$containedBy",
+        "$within", "$geoWithin", "$containedBy", "$text", "$inQuery", "$notInQuery", "$select", "$dontSelect",
     ]
     private static let unsupportedOperators: Set<String> = [
-        "$select", "$dontSelect", "$inQuery", "$notInQuery", "$relatedTo", "$text", "$geoIntersects",
+        "$relatedTo", "$geoIntersects",
         "$elemMatch", "$near", "$not", "$size", "$type", "$mod", "$relativeTime", "$polygon",
     ]
 
@@ -229,6 +241,14 @@ struct WhereCompiler {
                 predicates.append(try containsAll(operand, on: target, field: field))
             case "$containedBy":
                 predicates.append(try containedBy(operand, on: target, field: field))
+            case "$text":
+                predicates.append(try text(operand, on: target, field: field))
+            case "$inQuery", "$notInQuery":
+                let match = try inQuery(key, operand, on: target, field: field)
+                predicates.append(key == "$inQuery" ? match : "NOT COALESCE(\(match), false)")
+            case "$select", "$dontSelect":
+                let match = try select(key, operand, on: target, field: field)
+                predicates.append(key == "$select" ? match : "NOT COALESCE(\(match), false)")
             case "$exists":
                 guard case .bool(let exists) = operand else { throw .invalidQuery("$exists on \(field) expects true or false") }
                 predicates.append(try presence(exists, of: target))
@@ -250,7 +270,7 @@ struct WhereCompiler {
                 switch shape {
                 case "$centerSphere": predicates.append(try centerSphere(argument, on: target, field: field))
                 case "$box": predicates.append(try withinBox(argument, on: target, field: field))
-                case "$polygon": throw .invalidQuery("$geoWithin.$polygon is not supported (on \(field))")
+                case "$polygon": predicates.append(try withinPolygon(argument, on: target, field: field))
                 default: throw .invalidQuery("unknown $geoWithin shape \(shape) on \(field)")
                 }
             default:
@@ -586,6 +606,40 @@ struct WhereCompiler {
         let (latitude, longitude) = try earthPoint(point)
         let (box, distance, _) = try withinAngle("ll_to_earth(\(latitude), \(longitude))", radians: radians, geo: geo)
         return "(\(box) AND \(distance) AND \(fieldGuard))"
+    }
+
+    /// `$geoWithin: {"$polygon": [GeoPoint or [longitude, latitude], …]}` (or a Polygon object's
+    /// `coordinates`, read as the Postgres adapter reads them): the GeoPoint lies in the polygon,
+    /// boundary included, `point(longitude, latitude) <@ polygon` as Parse Server's Postgres adapter
+    /// (planar, in degrees; no index).
+    private mutating func withinPolygon(_ operand: JSONValue, on target: FieldTarget, field: String) throws(QueryError) -> String {
+        let (_, fieldGuard) = try geoField(target, "$polygon", field: field)
+        let points: [JSONValue]
+        switch operand {
+        case .array(let items):
+            points = items
+        case .object(let polygon) where polygon["__type"]?.string == "Polygon":
+            guard case .array(let coordinates)? = polygon["coordinates"], coordinates.count >= 3 else {
+                throw .invalidQuery("bad $geoWithin value; Polygon.coordinates should contain at least 3 lon/lat pairs")
+            }
+            points = coordinates
+        default:
+            throw .invalidQuery("bad $geoWithin value; $polygon should be Polygon object or Array of Parse.GeoPoint's")
+        }
+        guard points.count >= 3 else { throw .invalidQuery("bad $geoWithin value; $polygon should contain at least 3 GeoPoints") }
+        guard points.count <= QueryCompiler.maxListCount else {
+            throw .invalidQuery("$polygon on \(field) has more than \(QueryCompiler.maxListCount) points")
+        }
+        var vertices: [String] = []
+        for point in points {
+            let vertex = try GeoMath.pointOrPair(point, "$polygon on \(field)")
+            vertices.append("(\(vertex.longitude),\(vertex.latitude))")
+        }
+        let polygon = try writer.bind(.text("(" + vertices.joined(separator: ",") + ")"), as: "polygon")
+        guard case .custom(let path) = target else { throw .invalidQuery("$polygon needs a GeoPoint field; \(field) is not one") }
+        let t = try expression(path)
+        return "(\(fieldGuard) AND CASE WHEN jsonb_typeof(\(t) -> 'longitude') = 'number' AND jsonb_typeof(\(t) -> 'latitude') = 'number'"
+            + " THEN point((\(t) ->> 'longitude')::float8, (\(t) ->> 'latitude')::float8) <@ \(polygon) ELSE false END)"
     }
 
     /// `$box`: `[southwest, northeast]`; `west > east` crosses the antimeridian. Index-backed by a
