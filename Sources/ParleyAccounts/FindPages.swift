@@ -111,12 +111,22 @@ public final class FindPages: @unchecked Sendable {
 
     /// `answer(rows:…)` for rows written as stored (no shaper), without suspending: for a
     /// caller on an event loop thread.
+    /// An answer that fits one chunk (the usual one) makes no `FindPages`.
     static func plainAnswer(rows: PostgresRows?, count: Int?, output: Output) -> FindAnswer {
         precondition(output.shaper == nil, "shaped rows take the async answer")
-        let pages = FindPages(output: output, count: count, source: rows.map { .rows($0, next: 0) } ?? .exhausted)
-        let first = pages.produceRows()
-        if pages.finished { return .bytes(first) }
-        pages.pending = first
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(min(chunkBytes, 32 + (rows?.count ?? 0) * 512))
+        chunk.append(contentsOf: #"{"results":["#.utf8)
+        var written = 0
+        let next = rows.map { $0.isEmpty ? 0 : writePlain($0, from: 0, output: output, written: &written, into: &chunk) } ?? 0
+        guard let rows, next < rows.count else {
+            writeTail(count: count, into: &chunk)
+            return .bytes(chunk)
+        }
+        let pages = FindPages(output: output, count: count, source: .rows(rows, next: next))
+        pages.started = true
+        pages.written = written
+        pages.pending = chunk
         return .pages(pages)
     }
 
@@ -226,22 +236,33 @@ public final class FindPages: @unchecked Sendable {
     /// Closes the body once every row is written.
     private func end(_ chunk: inout [UInt8]) {
         guard case .exhausted = source, !finished else { return }
+        Self.writeTail(count: count, into: &chunk)
+        finished = true
+    }
+
+    /// `]`, the count when asked for, `}`.
+    private static func writeTail(count: Int?, into chunk: inout [UInt8]) {
         chunk.append(UInt8(ascii: "]"))
         if let count {
             chunk.append(contentsOf: #","count":"#.utf8)
             JSONValue.int(Int64(count)).serialize(into: &chunk)
         }
         chunk.append(UInt8(ascii: "}"))
-        finished = true
     }
 
     /// Writes rows from `start` until the chunk reaches `chunkBytes`; returns the next row.
     private func writePlain(_ rows: PostgresRows, from start: Int, into chunk: inout [UInt8]) -> Int {
+        Self.writePlain(rows, from: start, output: output, written: &written, into: &chunk)
+    }
+
+    /// `writePlain` with the count of rows written so far (for the commas) passed in.
+    private static func writePlain(_ rows: PostgresRows, from start: Int, output: Output, written: inout Int, into chunk: inout [UInt8]) -> Int {
         let writer = RowJSON(output.kind, columns: rows.columns, viewer: output.viewer, keys: output.keys,
                              relations: output.relations, hidden: output.hidden, userFields: output.userFields)
         var index = start
-        while index < rows.count && chunk.count < Self.chunkBytes {
-            separate(&chunk)
+        while index < rows.count && chunk.count < chunkBytes {
+            if written > 0 { chunk.append(UInt8(ascii: ",")) }
+            written += 1
             writer.write(rows[index], into: &chunk)
             index += 1
         }

@@ -67,13 +67,18 @@ final class ParseAnswerBoundsTests: XCTestCase {
     }
 
     /// 40 objects of 900 KB (a 36 MB answer, once cut off at the connection's 4 MiB output
-    /// bound) arrive whole with the default limit; the class's later finds stream from a cursor;
-    /// a single 6 MB object arrives whole.
+    /// bound) arrive whole with the default limit, inline; the class's later finds stream from a
+    /// cursor; a single 6 MB object arrives whole.
     func testLargeAnswersArriveWhole() async throws {
         let h = try await ParseHarness()
         try await Self.seed(h, className: "Photo", count: 40, blobBytes: 900_000)
+        // A first small find caches the class: the next is answered inline (rows read whole,
+        // written a chunk at a time), the one after it reads a cursor (the class had a large answer).
+        XCTAssertEqual((try h.call("GET", "/parse/classes/Photo" + query(["limit": "1", "keys": "n"]))["results"] as? [Any])?.count, 1)
         for round in 0..<2 {
+            let fullPathBefore = h.fullPath.requests
             let reply = try h.call("GET", "/parse/classes/Photo" + query(["order": "n"]))
+            XCTAssertEqual(h.fullPath.requests - fullPathBefore, round, "round \(round): inline, then the full path's cursor")
             XCTAssertEqual(reply.status, 200)
             XCTAssertEqual(reply.header("Transfer-Encoding"), "chunked", "round \(round)")
             let results = reply["results"] as? [[String: Any]] ?? []
