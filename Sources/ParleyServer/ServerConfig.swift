@@ -90,7 +90,7 @@ public struct ServerConfig: Sendable {
     public static let options: [ConfigOption] = [
         ConfigOption("host", env: "PARLEY_HOST", default: "0.0.0.0", "Address to listen on."),
         ConfigOption("port", env: "PARLEY_PORT", default: "8080", "TCP port to listen on (0 picks a free one)."),
-        ConfigOption("port-file", env: "PARLEY_PORT_FILE", default: "", "Once listening, write the bound port to this file (written whole, then renamed into place; with --port 0 it tells which port was picked)."),
+        ConfigOption("port-file", env: "PARLEY_PORT_FILE", default: "", "Once listening, write the bound port to this file (written whole, then renamed into place; with --port 0 it tells which port was picked); with --tls-port, a second line `tls <port>` names the TLS listener's (--tls-port 0 picks one)."),
         ConfigOption("threads", env: "PARLEY_THREADS", default: "0", "Event loops (0 = one per core)."),
         ConfigOption("blocking-threads", env: "PARLEY_BLOCKING_THREADS", default: "0", "Worker threads for blocking work such as password hashing (0 = one per core)."),
         ConfigOption("data-dir", env: "PARLEY_DATA_DIR", default: "./.parley", "Directory for the embedded PostgreSQL cluster and other state."),
