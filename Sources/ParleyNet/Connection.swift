@@ -226,6 +226,9 @@ public final class Connection: IOHandler {
             let available = outbound[outboundHead].count - headOffset
             if left >= available {
                 left -= available
+                // Written: its storage goes now, not when the queue is next compacted (a
+                // streamed answer keeps the queue from emptying; 64 written chunks were held).
+                outbound[outboundHead] = []
                 outboundHead += 1
                 headOffset = 0
             } else {

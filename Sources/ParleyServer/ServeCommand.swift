@@ -16,7 +16,9 @@ public enum ServeCommand {
         let runtime = try ServerRuntime(config: config, logger: logger)
         defer { runtime.stopDatabase() }
         try runtime.start()
-        if let path = config.portFile { try writePortFile(path, port: runtime.port) }
+        if let path = config.portFile {
+            try writePortFile(path, port: runtime.port, tlsPort: config.tls?.port == nil ? nil : runtime.tlsPort)
+        }
 
         let stopRequested = Latch()
         runtime.group.loops[0].execute {
@@ -37,11 +39,11 @@ public enum ServeCommand {
         return 0
     }
 
-    /// Writes `port` and a newline to `path` through a temporary file renamed into place, so a
-    /// reader sees either no file or the whole port.
-    static func writePortFile(_ path: String, port: Int) throws(ServerError) {
+    /// Writes `port` on the first line (and `tls <tlsPort>` on a second when TLS has its own
+    /// listener) through a temporary file renamed into place, so a reader sees no file or all of it.
+    static func writePortFile(_ path: String, port: Int, tlsPort: Int?) throws(ServerError) {
         let temporary = path + ".tmp"
-        let text = Array("\(port)\n".utf8)
+        let text = Array(("\(port)\n" + (tlsPort.map { "tls \($0)\n" } ?? "")).utf8)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .startFailed("cannot create the port file \(temporary): errno \(errno)") }
         let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -99,6 +99,8 @@ public final class ServerRuntime: Sendable {
         let push = self.push
         parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
+                                                   maxAnswerBytes: config.maxAnswerBytes, maxObjectBytes: config.maxObjectBytes,
+                                                   sliceAnswersAbove: config.maxOutboundBytes / 2,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
                                                    regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,

@@ -17,7 +17,7 @@ extension ServerConfig {
                      "Comma-separated PEM certificate chain files (leaf first) for HTTPS and WSS; several = SNI picks the one valid for the name the client asks for, the first otherwise. Empty = no TLS. SIGHUP reloads them."),
         ConfigOption("tls-key", env: "PARLEY_TLS_KEY", default: "", "Comma-separated PEM private key files, one per --tls-cert entry, in the same order."),
         ConfigOption("tls-port", env: "PARLEY_TLS_PORT", default: "",
-                     "With --tls-cert: serve TLS on this port and keep plain HTTP on --port (health checks behind a load balancer); empty = --port itself speaks TLS."),
+                     "With --tls-cert: serve TLS on this port and keep plain HTTP on --port (health checks behind a load balancer); 0 = a free port (see --port-file); empty = --port itself speaks TLS."),
         ConfigOption("tls-handshake-timeout", env: "PARLEY_TLS_HANDSHAKE_TIMEOUT", default: "10s", "A TLS connection whose handshake is not done this long after accept is closed."),
         ConfigOption("tls-ca-file", env: "PARLEY_TLS_CA_FILE", default: "",
                      "PEM CA bundle that outgoing HTTPS and SMTP TLS peers are verified against (chain and host name); empty = the system store."),

@@ -55,7 +55,8 @@ final class ServeTests: XCTestCase {
         _ = try PostgresBlockingConnection(connectionString: url).query("CHECKPOINT", [])
         try postgres.cluster.stop(mode: .immediate)
         // The pools notice at their first failed reconnect (tens of milliseconds).
-        XCTAssertTrue(eventually(timeout: 5) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 503 }, server.log)
+        XCTAssertTrue(eventually(timeout: 5) { (try? TestHTTPClient(port: server.port).request("GET", "/ready").status) == 503 },
+                      "/ready did not answer 503 within 5 s of PostgreSQL stopping: \(server.log)")
 
         func timed(_ body: () throws -> TestHTTPClient.Response) rethrows -> (TestHTTPClient.Response, TimeInterval) {
             let started = Date()
@@ -237,7 +238,7 @@ final class EmbeddedDatabaseServeTests: XCTestCase {
         let ready = WaitUntil.holds(timeout: .seconds(90), interval: .milliseconds(100)) {
             guard process.isRunning else { return true }
             if port == 0, let text = try? String(contentsOf: portFile, encoding: .utf8) {
-                port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                port = Int(text.prefix { $0 != "\n" }) ?? 0
             }
             return port != 0 && (try? TestHTTPClient(port: port).request("GET", "/ready"))?.status == 200
         } && process.isRunning

@@ -51,7 +51,7 @@ public final class ParleyServerProcess: @unchecked Sendable {
     private static func boundPort(file: URL, process: Process, logFile: URL, timeout: TimeInterval = 60) throws -> Int {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if let text = try? String(contentsOf: file, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            if let text = try? String(contentsOf: file, encoding: .utf8), let port = Int(text.prefix { $0 != "\n" }) {
                 return port
             }
             guard process.isRunning else {

@@ -81,7 +81,10 @@ class CallClient:
         future = asyncio.get_running_loop().create_future()
         self.replies[self.next_id] = future
         await self.ws.send(json.dumps(frame))
-        return await asyncio.wait_for(future, timeout)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"no reply to {frame['type']} within {timeout} s: {str(frame)[:200]}") from None
 
     async def call(self, frame_type, call_id, **fields):
         """Sends `call.<frame_type>` for `call_id`; returns the reply (`ok` or `error`)."""

@@ -304,6 +304,10 @@ async def blocks(a, b, users, many):
 
     status, entry = b.request("PUT", f"/v1/blocks/{alice}", token=bob_token)
     ok("bob blocks alice", status == 200 and entry["userId"] == alice and entry["blockedAt"].endswith("Z"), (status, entry))
+    # kept: node a learns of the block by NOTIFY (documented: applied on other nodes within
+    # milliseconds, not in the same instant); a loaded machine has delayed it past the next
+    # request, so leave it a bound before node a is asked to apply it.
+    await asyncio.sleep(0.5)
     status, again = a.request("POST", "/v1/blocks", {"userId": alice}, token=bob_token)
     ok("blocking again changes nothing", status == 200 and again == entry, (status, again))
     status, listed = a.request("GET", "/v1/blocks", token=bob_token)

@@ -85,7 +85,7 @@ def wait_ready(port_file, server):
             time.sleep(0.05)
             continue
         with open(port_file) as f:
-            port = int(f.read())
+            port = int(f.readline())
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as response:
                 if response.status == 200:

@@ -150,15 +150,26 @@ def parley_binary():
     return built_binary("parley", "PARLEY_BIN")
 
 
+def read_port_file(path):
+    """The ports `--port-file` names: `--port`'s on the first line, the TLS listener's on a line
+    `tls <port>` (only with `--tls-port`; None otherwise)."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    tls = [int(line.split()[1]) for line in lines[1:] if line.startswith("tls ")]
+    return int(lines[0]), (tls[0] if tls else None)
+
+
 class ParleyServer:
     """`parley serve` against `database_url`: the first start binds port 0 and reads the port it got
-    from `--port-file`; a restart binds that port again (clients keep their URLs)."""
+    from `--port-file` (and `tls_port`, the `tls` line, with `--tls-port`); a restart binds that port
+    again (clients keep their URLs)."""
 
     def __init__(self, database_url, extra=(), threads=2):
         self.database_url = database_url
         self.extra = list(extra)
         self.threads = threads
         self.port = None
+        self.tls_port = None
         self.log_path = tempfile.mktemp(prefix="parley-rt-", suffix=".log")
         self.port_file = self.log_path[:-4] + ".port"
         self.process = None
@@ -187,8 +198,7 @@ class ParleyServer:
             if not os.path.exists(self.port_file):
                 time.sleep(0.02)
                 continue
-            with open(self.port_file) as f:
-                bound = int(f.read())
+            bound, self.tls_port = read_port_file(self.port_file)
             if self.port is None:
                 self.port = bound
             elif bound != self.port:

@@ -26,7 +26,7 @@ import warnings
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realtime_support import (REPO, Client, ParleyServer, TempPostgres, check, create_users, free_port, log,  # noqa: E402
+from realtime_support import (REPO, Client, ParleyServer, TempPostgres, check, create_users, log, read_port_file,  # noqa: E402
                               parley_binary, raise_nofile, tools_required)
 
 NAMES = ("a.parley.test", "b.parley.test")
@@ -398,8 +398,8 @@ def check_tls_on_main_port(ca, url):
         while True:
             try:
                 if port is None:
-                    with open(port_file) as f:
-                        port = int(f.read())
+                    port, tls_line = read_port_file(port_file)
+                    check(tls_line is None, f"no `tls` line when TLS shares --port: {tls_line}")
                 client = TLSClient(port, NAMES[0], client_context(ca.ca), timeout=2)
                 status, _ = client.request("GET", "/ready")
                 client.close()
@@ -429,14 +429,16 @@ def main():
     for name in NAMES:
         ca.issue(name)
     postgres = TempPostgres()
-    tls_port = free_port()
     server = None
     try:
         url = postgres.create_database("parley_tls")
         certs = ",".join(ca.path(name + ".pem") for name in NAMES)
         keys = ",".join(ca.path(name + ".key") for name in NAMES)
-        server = ParleyServer(url, extra=["--tls-cert", certs, "--tls-key", keys, "--tls-port", str(tls_port),
+        server = ParleyServer(url, extra=["--tls-cert", certs, "--tls-key", keys, "--tls-port", "0",
                                           "--tls-handshake-timeout", "5s", "--log-level", "notice"]).start()
+        # --tls-port 0: the TLS listener's port is the port file's `tls` line, read back by ParleyServer.
+        tls_port = server.tls_port
+        check(tls_port is not None and tls_port != server.port, f"the port file names a TLS port of its own: {tls_port}")
         try:
             asyncio.run(scenario(ca, postgres, server, tls_port))
         except BaseException:
