@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "ParleyCloud", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyPostgres", "ParleyNet", "ParleyLog", "ParleyMetrics"]),
 
         // Wire formats of the domain: the Parse-compatible REST API.
-        .target(name: "ParleyFiles", dependencies: ["ParleyNet", "CSodium"]),
+        .target(name: "ParleyFiles", dependencies: ["ParleyNet", "ParleyHTTP", "CSodium", "CLinux"]),
         .target(name: "ParleyParse", dependencies: ["ParleyHTTP", "ParleyJSON", "ParleyAccounts", "ParleyCloud", "ParleyFiles", "ParleyNet", "ParleyLog"], swiftSettings: hotPathSettings),
 
         // The schema: migrations/*.sql compiled in by a build plugin (its tool runs on the build host).
@@ -98,7 +98,7 @@ let package = Package(
         .testTarget(name: "ParleyMailTests", dependencies: ["ParleyMail", "ParleyPostgres", "ParleyNet", "ParleyMetrics", "ParleyTestSupport"]),
         .testTarget(name: "ParleyAccountsTests", dependencies: ["ParleyAccounts", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyParseTests", dependencies: ["ParleyParse", "ParleyAccounts", "ParleyFiles", "ParleyJSON", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyNet", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyHTTP", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRealtimeTests", dependencies: ["ParleyRealtime", "ParleyJSON", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCallsTests", dependencies: ["ParleyCalls", "ParleyJSON", "ParleyNet", "ParleyTestSupport"]),
         .testTarget(name: "ParleyPushTests", dependencies: ["ParleyPush", "ParleyHTTP", "ParleyNet", "ParleyJSON", "ParleyTestSupport"]),

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <sys/sendfile.h>
 
 int parley_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -73,3 +74,12 @@ int parley_cpu_count(void) {
 pid_t parley_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 int parley_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+ssize_t parley_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count) {
+    off_t position = (off_t)*offset;
+    ssize_t n = sendfile(out_fd, in_fd, &position, count);
+    *offset = (int64_t)position;
+    return n;
+}
+
+ssize_t parley_readahead(int fd, int64_t offset, size_t count) { return readahead(fd, (off64_t)offset, count); }

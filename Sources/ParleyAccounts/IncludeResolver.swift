@@ -105,16 +105,17 @@ struct IncludeResolver {
     }
 
     /// Rows as JSON objects, written by `RowJSON` for `viewer`.
-    static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, viewer: Auth, keys: [String]?,
+    static func objects(_ kind: RowJSON.Kind, _ rows: PostgresRows?, range: Range<Int>? = nil, viewer: Auth, keys: [String]?,
                         relations: [SchemaStore.RelationField] = [], hidden: [String] = [], userFields: [ClassAccess.UserFieldProtection] = []) -> [JSONObject] {
         guard let rows, !rows.isEmpty else { return [] }
         let writer = RowJSON(kind, columns: rows.columns, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
+        let range = range ?? rows.indices
         var objects: [JSONObject] = []
-        objects.reserveCapacity(rows.count)
+        objects.reserveCapacity(range.count)
         var bytes: [UInt8] = []
-        for row in rows {
+        for index in range {
             bytes.removeAll(keepingCapacity: true)
-            writer.write(row, into: &bytes)
+            writer.write(rows[index], into: &bytes)
             if case .object(let object)? = try? JSONParser().parse(bytes) { objects.append(object) }
         }
         return objects

@@ -1,5 +1,6 @@
 import ParleyJSON
 import ParleyPostgres
+import Synchronization
 
 /// Runs Parse queries (`GET /classes/:name`, `GET /users`, `GET /installations`) through the
 /// query compiler and writes the rows as the response body (`RowJSON`) for the caller.
@@ -10,6 +11,8 @@ public struct QueryRunner: Sendable {
     public let regexLimit: RegexStatementLimit
     /// Field types, to tell Relation fields in `where` (nil: no field is taken for a Relation).
     public let schemas: SchemaStore?
+    /// Classes whose finds answered more than one chunk: their finds read through a cursor.
+    let largeAnswers = LargeAnswerClasses()
 
     public init(compiledQueries: CompiledQueryCache = CompiledQueryCache(), regexLimit: RegexStatementLimit = RegexStatementLimit(),
                 schemas: SchemaStore? = nil) {
@@ -18,22 +21,67 @@ public struct QueryRunner: Sendable {
         self.schemas = schemas
     }
 
-    /// The response body of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows
-    /// written by `RowJSON`. `access` (class-level permissions) narrows the rows to those its
-    /// pointer fields grant and hides its protected fields.
-    /// With includes, dotted `keys` or `excludeKeys` the rows are shaped by `IncludeResolver`.
+    /// The response body of `query` for `auth`, whole (`findAnswer` collected).
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> [UInt8] {
+        try await findAnswer(query, auth: auth, access: access, on: db).collect()
+    }
+
+    /// The answer of `query` for `auth`: `{"results":[…]}` (plus `"count"`), the rows written by
+    /// `RowJSON`. `access` (class-level permissions) narrows the rows to those its pointer fields
+    /// grant and hides its protected fields. With includes, dotted `keys` or `excludeKeys` the
+    /// rows are shaped by `IncludeResolver`.
+    ///
+    /// A find that may answer many bytes (`limit` over `bufferedRowLimit`, or a class whose
+    /// answers were large) reads its rows through a cursor, a page at a time as the answer is
+    /// taken (`FindPages`); others read every row in one statement, and an answer over one chunk
+    /// is still written a chunk at a time. In a transaction (a batch) and with `$regex` the rows
+    /// are read in one statement.
+    public func findAnswer(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on db: any SQLExecutor) async throws(ParseError) -> FindAnswer {
         try Self.refuseProtectedConstraints(query, access: access)
         let output = RowOutput(query, auth: auth, access: access)
+        // The rows are written with the keys asked for (`constrained` may add some to the SELECT).
         let keys = query.keys
-        guard let query = Self.constrained(query, auth: auth, access: access) else { return output.body(nil, count: query.count ? 0 : nil) }
-        let (rows, count) = try await fetch(query, auth: auth, on: db)
+        guard var query = Self.constrained(query, auth: auth, access: access) else { return .bytes(output.body(nil, count: query.count ? 0 : nil)) }
+        let pointerFields = Self.pointerFields(query)
+        if let schemas, !pointerFields.isEmpty, query.className != ClassName.session {
+            let types = try await schemas.resolve(className: query.className, record: [], lookup: pointerFields, on: db)
+            query.relationFields = Set(pointerFields.filter { if case .relation? = types[$0] { true } else { false } })
+        }
+        query.subqueryScopes = try await subqueryScopes(query, auth: auth, on: db)
         let relations = try await relationFields(query.className, on: db)
-        if query.shape.isPlain { return RowOutput(query, keys: keys, auth: auth, access: access, relations: relations).body(rows, count: count) }
-        var results = IncludeResolver.objects(RowJSON.Kind(className: query.className), rows, viewer: auth, keys: keys,
-                                              relations: relations, hidden: access.protectedFields, userFields: access.userFieldProtections)
-        try await IncludeResolver(runner: self, shape: query.shape, auth: auth).apply(&results, on: db)
-        return IncludeResolver.body(results, count: count)
+        var count: Int?
+        if query.count {
+            let compiled = try Self.compile { () throws(QueryError) in
+                try QueryCompiler.compileCount(query, layout: TableLayout.forClass(query.className), readerIDs: Self.readers(auth))
+            }
+            count = try await run(compiled, on: db).first?["count"].int ?? 0
+        }
+        let pages = FindPages.Output(
+            kind: RowJSON.Kind(className: query.className), viewer: auth, keys: keys, relations: relations, hidden: access.protectedFields,
+            userFields: access.userFieldProtections, shaper: query.shape.isPlain ? nil : IncludeResolver(runner: self, shape: query.shape, auth: auth), db: db)
+        guard let compiled = try select(query, auth: auth) else { return try await FindPages.answer(rows: nil, count: count, output: pages) }
+        if !compiled.usesRegex, let client = db as? PostgresClient, streams(query) {
+            let first = min(query.limit, FindPages.firstPageRows)
+            let (cursor, rows): (PostgresCursor, PostgresRows)
+            do {
+                (cursor, rows) = try await client.cursor(compiled.sql, compiled.parameters, first: first)
+            } catch {
+                throw Self.readError(error)
+            }
+            return try await FindPages.answer(cursor: cursor, first: rows, firstRows: first, count: count, output: pages)
+        }
+        let answer = try await FindPages.answer(rows: try await run(compiled, on: db), count: count, output: pages)
+        if case .pages = answer { largeAnswers.record(query.className) }
+        return answer
+    }
+
+    /// Finds with a `limit` up to this read their rows in one statement (unless their class had
+    /// large answers); above it, through a cursor. Parse's default `limit`.
+    public static let bufferedRowLimit = 100
+
+    /// Whether `query` reads its rows through a cursor.
+    func streams(_ query: ParseQuery) -> Bool {
+        query.limit > Self.bufferedRowLimit || (query.limit > 1 && largeAnswers.contains(query.className))
     }
 
     /// The response body of an aggregate (`GET /aggregate/:className`, master key):
@@ -120,10 +168,10 @@ public struct QueryRunner: Sendable {
     /// called) a `$regex` query, which runs in a transaction of its own on the async path, and a
     /// query with includes, dotted `keys` or `excludeKeys` (more statements after the first).
     public func find(_ query: ParseQuery, auth: Auth, access: ClassAccess = .unrestricted, on database: PostgresClient,
-                     completion: @escaping (Result<[UInt8], ParseError>) -> Void) -> Bool {
+                     completion: @escaping (Result<FindAnswer, ParseError>) -> Void) -> Bool {
         precondition(!query.count, "a counting find takes two statements: use the async find")
         if !query.shape.isPlain || !Self.pointerFields(query).isEmpty || !access.pointerFields.isEmpty || !access.userFieldProtections.isEmpty
-            || !SubqueryScope.classes(in: query.where, limit: 1).isEmpty { return false }
+            || !SubqueryScope.classes(in: query.where, limit: 1).isEmpty || streams(query) { return false }
         // The Relation fields as this node last read them; an old or missing list is read again
         // in the background (a Relation field another node added shows within seconds).
         var relations: [SchemaStore.RelationField] = []
@@ -143,41 +191,23 @@ public struct QueryRunner: Sendable {
         // The completion keeps what writing the rows needs, not the whole query.
         let output = RowOutput(query, auth: auth, access: access, relations: relations)
         guard let compiled else {
-            completion(.success(output.body(nil, count: nil)))
+            completion(.success(.bytes(output.body(nil, count: nil))))
             return true
         }
         if compiled.usesRegex { return false }
+        let pages = FindPages.Output(kind: output.kind, viewer: auth, keys: query.keys, relations: relations, hidden: access.protectedFields,
+                                     userFields: access.userFieldProtections, shaper: nil, db: database)
+        let className = query.className, largeAnswers = largeAnswers
         database.read(compiled.sql, compiled.parameters) { result in
             switch result {
-            case .success(let rows): completion(.success(output.body(rows, count: nil)))
+            case .success(let rows):
+                let answer = FindPages.plainAnswer(rows: rows, count: nil, output: pages)
+                if case .pages = answer { largeAnswers.record(className) }
+                completion(.success(answer))
             case .failure(let error): completion(.failure(Self.readError(error)))
             }
         }
         return true
-    }
-
-    /// The rows (nil when `limit` is 0) and the count (when asked for).
-    private func fetch(_ query: ParseQuery, auth: Auth, on db: any SQLExecutor) async throws(ParseError)
-        -> (rows: PostgresRows?, count: Int?) {
-        var query = query
-        let pointerFields = Self.pointerFields(query)
-        if let schemas, !pointerFields.isEmpty, query.className != ClassName.session {
-            let types = try await schemas.resolve(className: query.className, record: [], lookup: pointerFields, on: db)
-            query.relationFields = Set(pointerFields.filter { if case .relation? = types[$0] { true } else { false } })
-        }
-        query.subqueryScopes = try await subqueryScopes(query, auth: auth, on: db)
-        var rows: PostgresRows?
-        if let compiled = try select(query, auth: auth) {
-            rows = try await run(compiled, on: db)
-        }
-        var count: Int?
-        if query.count {
-            let compiled = try Self.compile { () throws(QueryError) in
-                try QueryCompiler.compileCount(query, layout: TableLayout.forClass(query.className), readerIDs: Self.readers(auth))
-            }
-            count = try await run(compiled, on: db).first?["count"].int ?? 0
-        }
-        return (rows, count)
     }
 
     /// What `auth` may read of each class the subqueries of `query` read, as Parse Server runs
@@ -288,5 +318,27 @@ private struct RowOutput {
     /// The response body for `rows` (nil when `limit` was 0) and `count`.
     func body(_ rows: PostgresRows?, count: Int?) -> [UInt8] {
         RowJSON.results(kind, rows, count: count, viewer: viewer, keys: keys, relations: relations, hidden: hidden, userFields: userFields)
+    }
+}
+
+/// Classes whose answers were large, so that their finds take the cursor (bounded: past
+/// `capacity` classes the set starts over).
+final class LargeAnswerClasses: Sendable {
+    static let capacity = 10_000
+    private let classes = Mutex<Set<String>>([])
+    /// Set at the first record: until then the hot path reads no lock.
+    private let any = Atomic<Bool>(false)
+
+    func record(_ className: String) {
+        any.store(true, ordering: .relaxed)
+        classes.withLock {
+            if $0.count >= Self.capacity { $0.removeAll() }
+            $0.insert(className)
+        }
+    }
+
+    func contains(_ className: String) -> Bool {
+        guard any.load(ordering: .relaxed) else { return false }
+        return classes.withLock { $0.contains(className) }
     }
 }

@@ -1,6 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
+import ParleyHTTP
 import ParleyNet
 
 /// Files in one local directory, one file per name. Every system call runs on the blocking pool;
@@ -47,7 +49,7 @@ public struct DiskFileStorage: FileStorage {
         do {
             while true {
                 let chunk: [UInt8]?
-                do { chunk = try await body() } catch let error as FileError { throw error } catch { throw FileError.bodyFailed }
+                do { chunk = try await body() } catch let error as FileError { throw error } catch { throw FileError.bodyFailed("\(error)") }
                 guard let chunk else { break }
                 size += chunk.count
                 guard size <= maxBytes else { throw FileError.tooLarge(maxBytes: maxBytes) }
@@ -58,7 +60,7 @@ public struct DiskFileStorage: FileStorage {
             guard size > 0 else { throw FileError.empty }
             let final = path(name)
             try await blocking { () throws(FileError) in
-                guard fsync(fd) == 0 else { throw .storage("fsync: errno \(errno)") }
+                guard fdatasync(fd) == 0 else { throw .storage("fdatasync: errno \(errno)") }
                 close(fd)
                 guard rename(temporary, final) == 0 else { throw .storage("rename: errno \(errno)") }
             }
@@ -103,6 +105,23 @@ public struct DiskFileStorage: FileStorage {
     public func read(_ name: FileName, metadata: FileMetadata, range: Range<Int>) -> FileBodySource {
         let reader = DiskFileReader(path: path(name), range: range, pool: pool)
         return { try await reader.next() }
+    }
+
+    /// Bytes of a download brought into the page cache on the blocking pool before `sendfile`
+    /// sends them from the event loop.
+    public static let readaheadBytes = 16 << 20
+
+    /// The opened file as a region `sendfile` sends (a TLS connection pulls `read` instead); its
+    /// first `readaheadBytes` are read into the page cache first, on the blocking pool.
+    public func responseBody(_ name: FileName, metadata: FileMetadata, range: Range<Int>) async throws(FileError) -> HTTPResponseBody {
+        let target = path(name)
+        let fd = try await blocking { () throws(FileError) -> Int32 in
+            let fd = open(target, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw errno == ENOENT ? .notFound : .storage("open: errno \(errno)") }
+            if !range.isEmpty { _ = parley_readahead(fd, Int64(range.lowerBound), min(range.count, Self.readaheadBytes)) }
+            return fd
+        }
+        return .file(FileRegion(fd: fd, range: range), fallback: read(name, metadata: metadata, range: range))
     }
 
     public func delete(_ name: FileName) async throws(FileError) {

@@ -11,5 +11,5 @@ public enum FileError: Error, Sendable, Equatable {
     /// The storage refused or failed (code 130 on upload, 153 on delete); the text is for logs.
     case storage(String)
     /// The body's sender failed or went away mid-upload.
-    case bodyFailed
+    case bodyFailed(String)
 }

@@ -1,3 +1,5 @@
+import ParleyHTTP
+
 /// Where Parse files live: a local directory (`DiskFileStorage`) or S3-compatible storage.
 public protocol FileStorage: Sendable {
     /// Stores what `body` yields under `name`, refusing more than `maxBytes`; returns the size.
@@ -12,6 +14,15 @@ public protocol FileStorage: Sendable {
 
     /// Deletes the file (deleting a missing file is `.notFound`).
     func delete(_ name: FileName) async throws(FileError)
+
+    /// The response body of a download of `range`: by default `read` as a stream.
+    func responseBody(_ name: FileName, metadata: FileMetadata, range: Range<Int>) async throws(FileError) -> HTTPResponseBody
+}
+
+extension FileStorage {
+    public func responseBody(_ name: FileName, metadata: FileMetadata, range: Range<Int>) async throws(FileError) -> HTTPResponseBody {
+        .stream(length: range.count, next: read(name, metadata: metadata, range: range))
+    }
 }
 
 /// A body pulled chunk by chunk; nil when it ends.

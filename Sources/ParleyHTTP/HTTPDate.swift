@@ -35,6 +35,45 @@ public enum HTTPDate {
         bytes.append(contentsOf: [0x20, 0x47, 0x4D, 0x54])
     }
 
+    /// `20130524T000000Z` (ISO 8601 basic, UTC), the form AWS Signature V4 signs.
+    public static func iso8601Basic(secondsSinceEpoch seconds: Int) -> String {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        let (year, month, day) = civilDate(daysSinceEpoch: days)
+        var bytes: [UInt8] = []
+        appendDigits(year, 4, &bytes)
+        appendDigits(month, 2, &bytes)
+        appendDigits(day, 2, &bytes)
+        bytes.append(UInt8(ascii: "T"))
+        appendDigits(secondOfDay / 3600, 2, &bytes)
+        appendDigits(secondOfDay % 3600 / 60, 2, &bytes)
+        appendDigits(secondOfDay % 60, 2, &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The Unix time of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`); nil for anything else.
+    public static func parse(_ text: String) -> Int? {
+        let parts = text.split(separator: " ")
+        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]) else { return nil }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let monthIndex = months.firstIndex(of: String(parts[2])) else { return nil }
+        let clock = parts[4].split(separator: ":")
+        guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
+              (1...31).contains(day), (0..<24).contains(hour), (0..<60).contains(minute), (0...60).contains(second) else { return nil }
+        return daysSinceEpoch(year: year, month: monthIndex + 1, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
     private static func appendDigits(_ value: Int, _ width: Int, _ bytes: inout [UInt8]) {
         var divisor = 1
         for _ in 1..<width { divisor *= 10 }

@@ -1,14 +1,21 @@
-/// The body of a response: bytes known in full, or a stream the server pulls as the socket drains.
+import ParleyNet
+
+/// The body of a response: bytes known in full, a stream the server pulls as the socket drains,
+/// or a region of an open file.
 public enum HTTPResponseBody: Sendable {
     case bytes([UInt8])
     /// Pulled chunk by chunk as the socket drains; nil ends it. length nil → chunked encoding.
     case stream(length: Int?, next: @Sendable () async throws -> [UInt8]?)
+    /// Sent by the kernel with `sendfile(2)` as the socket drains; over TLS (which `sendfile`
+    /// cannot encrypt) the same bytes are pulled from `fallback` as a `.stream`.
+    case file(FileRegion, fallback: @Sendable () async throws -> [UInt8]?)
 
     /// The body's length when known in advance (a stream without a length: nil).
     public var length: Int? {
         switch self {
         case .bytes(let bytes): bytes.count
         case .stream(let length, _): length
+        case .file(let region, _): region.range.count
         }
     }
 
@@ -24,7 +31,7 @@ public enum HTTPResponseBody: Sendable {
         case .bytes(let bytes):
             guard bytes.count <= limit else { throw HTTPBodyTooLarge(limit: limit) }
             return bytes
-        case .stream(_, let next):
+        case .stream(_, let next), .file(_, let next):
             var collected: [UInt8] = []
             while let chunk = try await next() {
                 guard chunk.count <= limit - collected.count else { throw HTTPBodyTooLarge(limit: limit) }

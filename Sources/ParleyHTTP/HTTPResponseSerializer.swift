@@ -46,6 +46,7 @@ public enum HTTPResponseSerializer {
             switch response.body {
             case .bytes(let body): length = headRequest && body.isEmpty ? (handlerContentLength ?? 0) : body.count
             case .stream(let streamLength, _): length = streamLength
+            case .file(let region, _): length = region.range.count
             }
             if let length {
                 output.append("Content-Length: ")

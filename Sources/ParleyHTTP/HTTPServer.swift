@@ -158,6 +158,8 @@ final class HTTPServerCore: Sendable {
     let bodyTimeout: UInt64
     /// How often each loop checks deadlines and refreshes `Date` (at most 250 ms).
     let tickInterval: Duration
+    /// What each connection's state machine is configured with.
+    let machineConfiguration: HTTPServerConnectionConfiguration
 
     init(configuration: HTTPServer.Configuration, routes: RouteTable, observer: (any HTTPServerObserver)?, logger: Logger, loops: [HTTPLoopContext]) {
         self.configuration = configuration
@@ -175,6 +177,11 @@ final class HTTPServerCore: Sendable {
         bodyTimeout = configuration.bodyTimeout.nanoseconds
         let shortest = min(idleTimeout, headerTimeout, bodyTimeout)
         tickInterval = .nanoseconds(Int64(min(max(shortest / 8, 10_000_000), 250_000_000)))
+        machineConfiguration = HTTPServerConnectionConfiguration(
+            routes: routes, parserLimits: parserLimits, maxBodyBytes: configuration.limits.maxBodyBytes, bodyTooLarge: bodyTooLarge,
+            maxPipelinedRequests: configuration.maxPipelinedRequests, outboundHighWater: configuration.outboundHighWater,
+            streamLowWater: HTTPServerConnection.streamLowWater, idleTimeout: idleTimeout, headerTimeout: headerTimeout,
+            bodyTimeout: bodyTimeout)
     }
 
     /// The response for an error a handler threw.

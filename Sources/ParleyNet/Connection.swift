@@ -27,6 +27,8 @@ public final class Connection: IOHandler {
     private var pending = 0
     private var state = State.open
     private var readingPaused = false
+    /// `writeFile` filled the socket: wait for it to be writable, then report a drain.
+    private var fileWaiting = false
     private var eofReceived = false
     private var lingerTimer: TimerID?
     /// Nanoseconds; 0 turns the slow-reader check off.
@@ -118,6 +120,37 @@ public final class Connection: IOHandler {
         }
     }
 
+    /// Sends up to `count` bytes of file `fd` from `offset` with `sendfile(2)`, copied by the
+    /// kernel, never queued. Only with nothing queued (else nothing is sent: the drain follows)
+    /// and without TLS.
+    public func writeFile(_ file: Int32, offset: Int, count: Int) -> FileWriteResult {
+        guard state == .open, tls == nil else { return .failed }
+        guard pending == 0, !fileWaiting else { return .wrote(0) }
+        var position = Int64(offset)
+        while true {
+            let n = parley_sendfile(fd, file, &position, count)
+            if n > 0 {
+                lastProgress = EventLoop.monotonicNanoseconds()
+                if n < count { waitForRoom() }
+                return .wrote(n)
+            }
+            if n == 0 { return count == 0 ? .wrote(0) : .endOfFile }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK {
+                waitForRoom()
+                return .wrote(0)
+            }
+            closeNow()
+            return .failed
+        }
+    }
+
+    private func waitForRoom() {
+        fileWaiting = true
+        armSlowReaderCheck()
+        updateInterest()
+    }
+
     /// Queues the readable bytes of `buffer`.
     public func write(_ buffer: ByteBuffer) {
         write(buffer.readableArray)
@@ -165,7 +198,7 @@ public final class Connection: IOHandler {
         slowReaderTimer = loop.schedule(after: .nanoseconds(Int64(delay))) { [weak self] in
             guard let self else { return }
             self.slowReaderTimer = nil
-            guard self.state != .closed, self.pending > 0 else { return }
+            guard self.state != .closed, self.pending > 0 || self.fileWaiting else { return }
             if EventLoop.monotonicNanoseconds() &- self.lastProgress >= self.slowReaderTimeout {
                 self.closeNow()
             } else {
@@ -193,6 +226,9 @@ public final class Connection: IOHandler {
             let available = outbound[outboundHead].count - headOffset
             if left >= available {
                 left -= available
+                // Written: its storage goes now, not when the queue is next compacted (a
+                // streamed answer keeps the queue from emptying; 64 written chunks were held).
+                outbound[outboundHead] = []
                 outboundHead += 1
                 headOffset = 0
             } else {
@@ -235,7 +271,7 @@ public final class Connection: IOHandler {
     private func updateInterest() {
         guard state != .closed else { return }
         var interest: IOInterest = []
-        if pending > 0 { interest.insert(.writable) }
+        if pending > 0 || fileWaiting { interest.insert(.writable) }
         switch state {
         case .open where !readingPaused && !eofReceived, .lingering:
             interest.insert(.readable)
@@ -291,6 +327,7 @@ public final class Connection: IOHandler {
             return
         }
         guard pending == 0 else { return }
+        fileWaiting = false
         updateInterest()
         if state == .closing {
             finishClosing()

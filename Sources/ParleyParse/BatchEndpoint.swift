@@ -58,10 +58,14 @@ extension ParseAPI {
         if request.body?["transaction"]?.bool == true {
             let subs = subs
             do {
+                let limit = configuration.maxAnswerBytes
                 let results = try await accounts.transaction { tx in
                     var results: [[UInt8]] = []
+                    var used = 2
                     for sub in subs {
-                        results.append(Self.success(try await self.run(sub, of: request, db: tx)))
+                        let answer = try await self.run(sub, of: request, db: tx).collected(upTo: max(0, limit - used))
+                        results.append(Self.success(answer))
+                        used += results[results.count - 1].count + 1
                     }
                     return results
                 }
@@ -70,10 +74,16 @@ extension ParseAPI {
                 throw ParseError.internalError("batch transaction: \(error)")
             }
         }
+        // The answers together stay within the answer limit: one that does not fit in what is
+        // left answers 116 in its place (its write, if any, is done), so later ones may still fit.
         var results: [[UInt8]] = []
+        var used = 2
         for sub in subs {
+            defer { used += results[results.count - 1].count + 1 }
             do {
-                results.append(Self.success(try await run(sub, of: request, db: request.db)))
+                let reserve = 256 * (subs.count - results.count)
+                let answer = try await run(sub, of: request, db: request.db).collected(upTo: max(0, configuration.maxAnswerBytes - used - reserve))
+                results.append(Self.success(answer))
             } catch {
                 let failure = ParseFailure(error)
                 if case .parse(.internalError(let detail)) = failure {

@@ -227,8 +227,11 @@ extension ParseAPI {
             body["triggerName"] = "beforeFind"
             _ = try await cloud.caller.call(before, body: body)
         }
-        let response = try await endpoint.handler(self, request)
-        guard let after, case .object(var answer)? = try? JSONParser().parse(response.body) else { return response }
+        var response = try await endpoint.handler(self, request)
+        guard let after else { return response }
+        // The trigger rewrites the objects: the answer is read whole, within the answer limit.
+        response = try await response.collected(upTo: configuration.maxAnswerBytes)
+        guard case .object(var answer)? = try? JSONParser().parse(response.body) else { return response }
         let objects: [JSONValue] = read.operation == .get ? [.object(answer)] : (answer["results"]?.array ?? [])
         var body = base
         body["triggerName"] = "afterFind"

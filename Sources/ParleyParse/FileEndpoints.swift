@@ -27,6 +27,11 @@ extension ParseAPI {
             let url = fileURL(name, baseURL: request.baseURL)
             return ParseResponse(status: .created, json: .object(["url": .string(url), "name": .string(name.value)]), headers: [("Location", url)])
         } catch {
+            switch error {
+            case .storage(let reason): logger.error("file upload failed", [("file", clientName), ("error", reason)])
+            case .bodyFailed(let reason): logger.info("file upload body failed", [("file", clientName), ("error", reason)])
+            default: break
+            }
             throw error.uploadError(file: clientName)
         }
     }
@@ -36,6 +41,7 @@ extension ParseAPI {
         do {
             try await files.storage.delete(try FileName(stored: request.parameter("filename")))
         } catch {
+            if case .storage(let reason) = error { logger.error("file delete failed", [("error", reason)]) }
             throw ParseError.fileDeleteError("Could not delete file.")
         }
         return ParseResponse(body: [])
@@ -50,8 +56,16 @@ extension ParseAPI {
         guard request.parameters["appId"] == configuration.applicationID else {
             return HTTPResponse(status: .forbidden, headers: Self.jsonHeaders, body: Array(#"{"error":"Invalid application ID."}"#.utf8))
         }
-        guard let files, let stored = request.parameters["filename"], let name = try? FileName(stored: stored),
-              let metadata = try? await files.storage.metadata(name) else { return Self.fileNotFound }
+        guard let files, let stored = request.parameters["filename"], let name = try? FileName(stored: stored) else { return Self.fileNotFound }
+        let found: FileMetadata?
+        do {
+            found = try await files.storage.metadata(name)
+        } catch {
+            // Parse Server answers a storage failure on download as a missing file too.
+            if case .storage(let reason) = error { logger.error("file download failed", [("file", name.value), ("error", reason)]) }
+            return Self.fileNotFound
+        }
+        guard let metadata = found else { return Self.fileNotFound }
         var headers = HTTPHeaders()
         headers.add("Content-Type", name.contentType)
         headers.add("ETag", metadata.etag)
@@ -75,8 +89,15 @@ extension ParseAPI {
                 return HTTPResponse(status: .rangeNotSatisfiable, headers: headers)
             }
         }
-        return HTTPResponse(status: status, headers: headers,
-                            body: .stream(length: range.count, next: files.storage.read(name, metadata: metadata, range: range)))
+        guard request.head.method != .head else {
+            return HTTPResponse(status: status, headers: headers, body: .stream(length: range.count, next: { nil }))
+        }
+        do {
+            return HTTPResponse(status: status, headers: headers, body: try await files.storage.responseBody(name, metadata: metadata, range: range))
+        } catch {
+            if case .storage(let reason) = error { logger.error("file download failed", [("file", name.value), ("error", reason)]) }
+            return Self.fileNotFound
+        }
     }
 
     /// Whether an `If-None-Match` list names `etag` (or is `*`).

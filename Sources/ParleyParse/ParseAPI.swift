@@ -103,7 +103,7 @@ public final class ParseAPI: Sendable {
             bodyIsQuery: envelope.bodyIsQuery, auth: auth, sessionToken: ParseCredential.sessionToken.string(in: request.head.headers, envelope),
             baseURL: configuration.serverURL.root(headers: request.headers, peer: peer) + mount, db: accounts.database,
             clientAddress: configuration.serverURL.clientAddress(headers: request.headers, peer: peer), headers: request.head.headers)
-        if endpoint.rawBody { parseRequest.rawBody = RawRequestBody(request) }
+        if endpoint.rawBody { parseRequest.rawBody = RawRequestBody(request) } else { parseRequest.bodyBytes = request.body.count }
         return try await run(endpoint, parseRequest)
     }
 
@@ -113,6 +113,7 @@ public final class ParseAPI: Sendable {
     /// request runs no trigger.
     func run(_ endpoint: ParseEndpoint, _ request: ParseRequest) async throws -> ParseResponse {
         if endpoint.requiresMaster && !request.auth.isMaster { throw ParseFailure.masterKeyRequired }
+        if request.body != nil, !request.bodyIsQuery, Self.writesObject(endpoint, request) { try checkObjectSize(request) }
         var request = request
         if !request.auth.isMaster, let target = endpoint.classTarget?(request) {
             let info = try await accounts.schemas.classInfo(of: target.className, on: request.db)
@@ -125,6 +126,25 @@ public final class ParseAPI: Sendable {
             return try await runWithFindTriggers(endpoint, read, request, cloud: cloud)
         }
         return try await endpoint.handler(self, request)
+    }
+
+    /// Whether `endpoint` creates or updates an object from the request's body.
+    private static func writesObject(_ endpoint: ParseEndpoint, _ request: ParseRequest) -> Bool {
+        guard request.method == .post || request.method == .put else { return false }
+        if let write = endpoint.write { return write.operation != .delete }
+        return endpoint.classTarget?(request)?.operations.contains { $0 == .create || $0 == .update } ?? false
+    }
+
+    /// 116 for an object whose JSON is over `maxObjectBytes` (`--max-object-size`): the HTTP
+    /// body's length when the request has one of its own, else the body serialized.
+    private func checkObjectSize(_ request: ParseRequest) throws(ParseError) {
+        let limit = configuration.maxObjectBytes
+        if let bytes = request.bodyBytes, bytes <= limit { return }
+        var serialized: [UInt8] = []
+        JSONValue.object(request.object).serialize(into: &serialized)
+        guard serialized.count <= limit else {
+            throw ParseError.objectTooLarge("The object is larger than the \(limit) bytes this server stores (--max-object-size).")
+        }
     }
 
     /// The class-level permissions step (the one place they are decided, for `run` and the inline
@@ -167,9 +187,21 @@ public final class ParseAPI: Sendable {
     }
 
     /// The HTTP response of a Parse response: the shared headers, the endpoint's, the body.
+    /// A find's pages are streamed as the socket drains; a whole body over `maxAnswerBytes`
+    /// answers 116 instead; one over `sliceAnswersAbove` goes out a slice at a time (the
+    /// connection queues at most its output bound).
     func render(_ response: ParseResponse, method: HTTPMethod) -> HTTPResponse {
         var headers = method == .options ? Self.optionsHeaders : Self.baseHeaders
         for (name, value) in response.headers { headers.add(name, value) }
+        if let pages = response.pages {
+            return HTTPResponse(status: response.status, headers: headers, body: .stream(length: nil) { try await pages.next() })
+        }
+        if response.body.count > configuration.maxAnswerBytes {
+            return render(ParseErrorMapping.response(for: .parse(.answerTooLarge(limit: configuration.maxAnswerBytes))), method: method)
+        }
+        if response.body.count > configuration.sliceAnswersAbove {
+            return HTTPResponse(status: response.status, headers: headers, body: ResponseSlices.body(response.body, first: configuration.sliceAnswersAbove))
+        }
         return HTTPResponse(status: response.status, headers: headers, body: response.body)
     }
 
@@ -214,8 +246,8 @@ public final class ParseAPI: Sendable {
         // The completion keeps the class name for the error log, not the request.
         return queries.find(query, auth: auth, access: access, on: accounts.database) { [self] result in
             switch result {
-            case .success(let bytes):
-                respond(render(.ok(bytes), method: .get))
+            case .success(let answer):
+                respond(render(ParseResponse(answer: answer), method: .get))
             case .failure(let error):
                 let path = className == ClassName.user ? "/users" : "/classes/" + className
                 respond(render(errorResponse(error, path: configuration.mountPath + path, logger: logger), method: .get))

@@ -13,6 +13,16 @@ public struct ParseConfiguration: Sendable {
     public var mountPath: String
     /// Most sub-requests in one `POST /batch`.
     public var maxBatchRequests: Int
+    /// Largest answer sent whole (`--max-answer-size`): a single object, a batch's answers
+    /// together, a find rewritten by `afterFind`; past it 116. Finds streamed page by page are
+    /// not bounded by it.
+    public var maxAnswerBytes: Int
+    /// Largest object a write may send (`--max-object-size`): its JSON body, past it 116.
+    public var maxObjectBytes: Int
+    /// Whole answers longer than this go out in slices (half the connection's output bound,
+    /// `--max-outbound-bytes`, which closes a connection queueing more); shorter ones are queued
+    /// at once, which lets the kernel take most of them and frees them soonest.
+    public var sliceAnswersAbove: Int
     /// Where the server is reached from outside, and which peers may say so (`Location` headers).
     public var serverURL: ParseServerURL
     /// The bounds of `$regex` finds (timeout, how many at once).
@@ -28,7 +38,8 @@ public struct ParseConfiguration: Sendable {
     public var push: ParsePushSettings?
 
     public init(applicationID: String, masterKey: String? = nil, restAPIKey: String? = nil, mountPath: String = "/parse",
-                maxBatchRequests: Int = 50, serverURL: ParseServerURL = ParseServerURL(),
+                maxBatchRequests: Int = 50, maxAnswerBytes: Int = 64 << 20, maxObjectBytes: Int = 16 << 20,
+                sliceAnswersAbove: Int = 2 << 20, serverURL: ParseServerURL = ParseServerURL(),
                 regexLimit: RegexStatementLimit = RegexStatementLimit(), loginThrottle: LoginThrottle = LoginThrottle(),
                 pages: AccountPages = AccountPages(), push: ParsePushSettings? = nil, allowClientClassCreation: Bool = false) {
         self.applicationID = applicationID
@@ -38,6 +49,9 @@ public struct ParseConfiguration: Sendable {
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
         self.mountPath = path.isEmpty ? "/" : path
         self.maxBatchRequests = max(1, maxBatchRequests)
+        self.maxAnswerBytes = max(1024, maxAnswerBytes)
+        self.maxObjectBytes = max(1024, maxObjectBytes)
+        self.sliceAnswersAbove = max(ResponseSlices.sliceBytes, sliceAnswersAbove)
         self.serverURL = serverURL
         self.regexLimit = regexLimit
         self.loginThrottle = loginThrottle

@@ -247,7 +247,7 @@ extension ParseAPI {
 
     /// A find of any class: the one find of the full path (the inline one is `answerFind`).
     func find(_ request: ParseRequest, className: String) async throws -> ParseResponse {
-        .ok(try await queries.find(try request.parseQuery(className: className), auth: request.auth, access: request.access, on: request.db))
+        ParseResponse(answer: try await queries.findAnswer(try request.parseQuery(className: className), auth: request.auth, access: request.access, on: request.db))
     }
 
     // MARK: Sessions

@@ -31,6 +31,8 @@ struct ParseRequest: Sendable {
     /// What class-level permissions leave the viewer (`ParseAPI.run` sets it): the stores apply
     /// its pointer constraints and protected fields.
     var access: ClassAccess = .unrestricted
+    /// Bytes of the HTTP body the JSON body came from; nil in batch sub-requests.
+    var bodyBytes: Int?
     /// The body of a raw-body endpoint (file uploads); nil elsewhere and in batch sub-requests.
     var rawBody: RawRequestBody?
 

@@ -8,9 +8,11 @@ import ParleyJSON
 /// its sub-requests as they are.
 struct ParseResponse: Sendable {
     var status: HTTPStatus
-    /// Serialized JSON.
+    /// Serialized JSON (empty while `pages` produces the body).
     var body: [UInt8]
     var headers: [(String, String)]
+    /// A find's body produced as it is sent (`FindPages`); nil: `body` is the whole body.
+    var pages: FindPages?
 
     /// A response whose body is already JSON text.
     init(status: HTTPStatus = .ok, body: [UInt8], headers: [(String, String)] = []) {
@@ -24,6 +26,29 @@ struct ParseResponse: Sendable {
         bytes.reserveCapacity(256)
         json.serialize(into: &bytes)
         self.init(status: status, body: bytes, headers: headers)
+    }
+
+    /// A find's answer: its bytes, or its pages.
+    init(answer: FindAnswer) {
+        switch answer {
+        case .bytes(let bytes): self.init(body: bytes)
+        case .pages(let pages):
+            self.init(body: [])
+            self.pages = pages
+        }
+    }
+
+    /// The response with its whole body in `body`: pages are read to their end, at most `limit`
+    /// bytes (past it 116, `answerTooLarge`).
+    func collected(upTo limit: Int) async throws(ParseError) -> ParseResponse {
+        guard let pages else {
+            guard body.count <= limit else { throw ParseError.answerTooLarge(limit: limit) }
+            return self
+        }
+        var whole = self
+        whole.pages = nil
+        whole.body = try await FindAnswer.pages(pages).collect(upTo: limit)
+        return whole
     }
 
     static func ok(_ object: JSONObject) -> ParseResponse { ParseResponse(json: .object(object)) }

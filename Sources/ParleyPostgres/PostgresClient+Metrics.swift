@@ -13,6 +13,7 @@ extension PostgresClient {
                 .init(name: "parley_postgres_reconnects", help: "PostgreSQL reconnect attempts after a lost connection", value: Double(s.reconnects)),
                 .init(name: "parley_postgres_statements", help: "Statements sent to PostgreSQL", value: Double(s.statementsSent)),
                 .init(name: "parley_postgres_unreachable", help: "Event loops whose pool knows PostgreSQL is unreachable (statements fail at once)", value: Double(s.unreachablePools)),
+                .init(name: "parley_postgres_cursors_open", help: "Cursors of streamed answers declared and not yet closed", value: Double(s.openCursors)),
             ]
         }
     }

@@ -31,7 +31,7 @@ public final class PostgresConnection: IOHandler, @unchecked Sendable {
     public let loop: EventLoop
     let configuration: PostgresConfiguration
     private let logger: Logger
-    private let stats: PostgresPoolStats
+    let stats: PostgresPoolStats
     weak var delegate: (any PostgresConnectionDelegate)?
     /// Called on the loop for every NOTIFY on a channel this connection LISTENs to.
     var onNotification: ((PostgresNotification) -> Void)?

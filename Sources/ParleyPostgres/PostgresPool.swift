@@ -31,6 +31,8 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         var batchable: Bool
         var deadline: UInt64
         var completion: (Result<PostgresRows, PostgresError>) -> Void
+        /// Called with the connection the statement was sent on, right after sending it.
+        var sent: ((PostgresConnection) -> Void)?
     }
 
     private struct PinWaiter {
@@ -93,19 +95,22 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
     }
 
     /// Sends now if a connection can take the statement, else queues it; `completion` runs on the loop.
+    /// `sent` is called with the connection the statement went out on, right after it was queued
+    /// there (statements it sends on that connection follow in the same write).
     func submit(_ sql: String, _ params: [PostgresData], prepared: Bool, batchable: Bool = false,
-                completion: @escaping (Result<PostgresRows, PostgresError>) -> Void) {
+                completion: @escaping (Result<PostgresRows, PostgresError>) -> Void, sent: ((PostgresConnection) -> Void)? = nil) {
         loop.preconditionInEventLoop()
         if closed { return completion(.failure(.shutdown)) }
         if queryWaiters.isEmpty, let connection = (batchable ? openBatchConnection() : nil) ?? leastLoadedConnection() {
             connection.send(sql, params, prepared: prepared, batchable: batchable, completion: completion)
+            sent?(connection)
             return
         }
         if let unreachable { return completion(.failure(unreachable)) }
         guard queryWaiters.count + pinWaiters.count < configuration.maxWaiters else {
             return completion(.failure(.tooManyWaiters(limit: configuration.maxWaiters)))
         }
-        queryWaiters.append(QueryWaiter(sql: sql, params: params, prepared: prepared, batchable: batchable, deadline: deadline(), completion: completion))
+        queryWaiters.append(QueryWaiter(sql: sql, params: params, prepared: prepared, batchable: batchable, deadline: deadline(), completion: completion, sent: sent))
         updateWaiting()
         armExpiryTimer()
     }
@@ -222,6 +227,7 @@ public final class PostgresPool: PostgresConnectionDelegate, @unchecked Sendable
         while queryWaiters.first != nil, let connection = leastLoadedConnection() {
             let waiter = queryWaiters.popFirst()!
             connection.send(waiter.sql, waiter.params, prepared: waiter.prepared, batchable: waiter.batchable, completion: waiter.completion)
+            waiter.sent?(connection)
         }
         updateWaiting()
     }

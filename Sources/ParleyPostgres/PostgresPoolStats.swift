@@ -10,6 +10,8 @@ public final class PostgresPoolStats: Sendable {
     let statements = Atomic<Int>(0)
     /// 1 while the pool knows the database is unreachable (statements fail at once).
     let unreachable = Atomic<Int>(0)
+    /// Cursors declared and not yet closed (`PostgresCursor`).
+    let cursors = Atomic<Int>(0)
 
     public init() {}
 
@@ -29,13 +31,15 @@ public final class PostgresPoolStats: Sendable {
         public var statementsSent: Int
         /// Pools that know the database is unreachable (their statements fail at once).
         public var unreachablePools: Int
+        /// Cursors declared and not yet closed.
+        public var openCursors: Int = 0
 
         public static func + (a: Snapshot, b: Snapshot) -> Snapshot {
             Snapshot(connectionsOpen: a.connectionsOpen + b.connectionsOpen,
                      connectionsConnecting: a.connectionsConnecting + b.connectionsConnecting,
                      queriesInFlight: a.queriesInFlight + b.queriesInFlight, waiters: a.waiters + b.waiters,
                      reconnects: a.reconnects + b.reconnects, statementsSent: a.statementsSent + b.statementsSent,
-                     unreachablePools: a.unreachablePools + b.unreachablePools)
+                     unreachablePools: a.unreachablePools + b.unreachablePools, openCursors: a.openCursors + b.openCursors)
         }
 
         public static let zero = Snapshot(connectionsOpen: 0, connectionsConnecting: 0, queriesInFlight: 0, waiters: 0, reconnects: 0, statementsSent: 0, unreachablePools: 0)
@@ -45,6 +49,6 @@ public final class PostgresPoolStats: Sendable {
         Snapshot(connectionsOpen: open.load(ordering: .relaxed), connectionsConnecting: connecting.load(ordering: .relaxed),
                  queriesInFlight: inFlight.load(ordering: .relaxed), waiters: waiting.load(ordering: .relaxed),
                  reconnects: reconnects.load(ordering: .relaxed), statementsSent: statements.load(ordering: .relaxed),
-                 unreachablePools: unreachable.load(ordering: .relaxed))
+                 unreachablePools: unreachable.load(ordering: .relaxed), openCursors: cursors.load(ordering: .relaxed))
     }
 }

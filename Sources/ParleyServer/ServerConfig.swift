@@ -38,6 +38,10 @@ public struct ServerConfig: Sendable {
     public var regexTimeout: Duration
     /// `$regex` finds running at once per node (`--regex-concurrency`).
     public var regexConcurrency: Int
+    /// Largest Parse answer sent whole, in bytes (`--max-answer-size`).
+    public var maxAnswerBytes: Int
+    /// Largest object a Parse write may send, in bytes (`--max-object-size`).
+    public var maxObjectBytes: Int
     /// Failed logins per account / per client address in `loginFailureWindow` (`--login-*`).
     public var loginFailuresPerAccount: Int
     public var loginFailuresPerAddress: Int
@@ -110,6 +114,10 @@ public struct ServerConfig: Sendable {
         ConfigOption("login-failure-window", env: "PARLEY_LOGIN_FAILURE_WINDOW", default: "15m", "How long a failed login counts against its account and address."),
         ConfigOption("regex-timeout", env: "PARLEY_REGEX_TIMEOUT", default: "1s", "statement_timeout of a Parse find with $regex (then 102)."),
         ConfigOption("regex-concurrency", env: "PARLEY_REGEX_CONCURRENCY", default: "2", "Parse finds with $regex running at once per node; more get 100/429 at once."),
+        ConfigOption("max-answer-size", env: "PARLEY_MAX_ANSWER_SIZE", default: "67108864",
+                     "Largest Parse answer sent whole, in bytes: a single object, a batch's answers together, a find rewritten by afterFind (past it 116). Finds stream page by page and are not bounded by it."),
+        ConfigOption("max-object-size", env: "PARLEY_MAX_OBJECT_SIZE", default: "16777216",
+                     "Largest object a Parse write may send (its JSON), in bytes; a larger one answers 116. Requests are also bounded by --max-body-bytes."),
         ConfigOption("app-id", env: "PARLEY_APP_ID", default: "parley", "Parse application id clients must send (X-Parse-Application-Id)."),
         ConfigOption("master-key", env: "PARLEY_MASTER_KEY", default: "", "Parse master key (empty = master key disabled)."),
         ConfigOption("rest-api-key", env: "PARLEY_REST_API_KEY", default: "", "Parse REST API key; when set, clients must send it."),
@@ -182,6 +190,8 @@ public struct ServerConfig: Sendable {
         loginFailuresPerAddress = try values.int("login-failures-per-address", in: 0...1_000_000)
         loginFailureWindow = try values.duration("login-failure-window")
         regexConcurrency = try values.int("regex-concurrency", in: 1...1024)
+        maxAnswerBytes = try values.int("max-answer-size", in: 1024...(1 << 30))
+        maxObjectBytes = try values.int("max-object-size", in: 1024...(1 << 30))
         appID = values.string("app-id")
         masterKey = values.optionalString("master-key")
         restAPIKey = values.optionalString("rest-api-key")

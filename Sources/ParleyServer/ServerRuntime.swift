@@ -99,6 +99,8 @@ public final class ServerRuntime: Sendable {
         let push = self.push
         parse = ParseAPI(configuration: ParseConfiguration(applicationID: config.appID, masterKey: config.masterKey,
                                                    restAPIKey: config.restAPIKey, mountPath: config.mountPath,
+                                                   maxAnswerBytes: config.maxAnswerBytes, maxObjectBytes: config.maxObjectBytes,
+                                                   sliceAnswersAbove: config.maxOutboundBytes / 2,
                                                    serverURL: ParseServerURL(publicURL: config.publicURL, trustedProxies: config.trustedProxies),
                                                    regexLimit: RegexStatementLimit(timeout: config.regexTimeout, maxConcurrent: config.regexConcurrency),
                                                    loginThrottle: LoginThrottle(perAccount: config.loginFailuresPerAccount,
@@ -107,7 +109,7 @@ public final class ServerRuntime: Sendable {
                                                    pages: config.pages, push: ParsePushSettings(maxPaging: config.pushPagingConcurrency, queued: { push.worker.wake() }),
                                                    allowClientClassCreation: config.allowClientClassCreation),
                          accounts: accounts, cloud: cloud,
-                         files: ParseFiles(storage: try DiskFileStorage(directory: config.files.directory, pool: blockingPool),
+                         files: ParseFiles(storage: try Self.fileStorage(config.files, group: group, blockingPool: blockingPool, tlsCAFile: config.tlsCAFile),
                                            maxUploadBytes: config.files.maxUploadBytes,
                                            upload: .init(enableForPublic: config.files.enableForPublic,
                                                          enableForAuthenticatedUser: config.files.enableForAuthenticatedUser)),
@@ -266,5 +268,11 @@ public final class ServerRuntime: Sendable {
         } catch {
             logger.error("embedded PostgreSQL did not stop cleanly", [("error", "\(error)")])
         }
+    }
+
+    /// The storage `--files-storage` names: an S3-compatible bucket, or the files directory.
+    static func fileStorage(_ settings: FileSettings, group: EventLoopGroup, blockingPool: BlockingPool, tlsCAFile: String?) throws -> any FileStorage {
+        if let s3 = settings.s3 { return S3FileStorage(settings: s3, group: group, blockingPool: blockingPool, tlsCAFile: tlsCAFile) }
+        return try DiskFileStorage(directory: settings.directory, pool: blockingPool)
     }
 }

@@ -32,7 +32,8 @@ final class ParseHarness: @unchecked Sendable {
 
     init(restKey: String? = nil, accounts: AccountsConfiguration = AccountsConfiguration(passwordOperationsLimit: 1, passwordMemoryLimit: 8192),
          serverURL: ParseServerURL = ParseServerURL(), regexLimit: RegexStatementLimit = RegexStatementLimit(),
-         loginThrottle: LoginThrottle = LoginThrottle(), allowClientClassCreation: Bool = true, files: ((BlockingPool) throws -> ParseFiles)? = nil) async throws {
+         loginThrottle: LoginThrottle = LoginThrottle(), allowClientClassCreation: Bool = true,
+         maxAnswerBytes: Int = 64 << 20, maxObjectBytes: Int = 16 << 20, maxBodyBytes: Int? = nil, files: ((BlockingPool) throws -> ParseFiles)? = nil) async throws {
         self.restKey = restKey
         let postgres = try TestPostgres.shared()
         let url = try postgres.makeDatabase(prefix: "parse")
@@ -42,7 +43,8 @@ final class ParseHarness: @unchecked Sendable {
         database = PostgresClient(group: group, configuration: PostgresConfiguration(connectionString: url))
         database.start()
         try await database.waitUntilReady()
-        api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey, serverURL: serverURL,
+        api = ParseAPI(configuration: ParseConfiguration(applicationID: appID, masterKey: masterKey, restAPIKey: restKey,
+                                                                 maxAnswerBytes: maxAnswerBytes, maxObjectBytes: maxObjectBytes, serverURL: serverURL,
                                                                  regexLimit: regexLimit, loginThrottle: loginThrottle,
                                                                  allowClientClassCreation: allowClientClassCreation),
                        accountsConfiguration: accounts, database: database, blockingPool: pool, files: try files?(pool))
@@ -50,7 +52,9 @@ final class ParseHarness: @unchecked Sendable {
         router.add(middleware: fullPath)
         api.register(on: router)
         routes = router.makeTable()
-        server = HTTPServer(group: group, configuration: .init(host: "127.0.0.1", port: 0), routes: routes)
+        var serverConfiguration = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
+        if let maxBodyBytes { serverConfiguration.limits.maxBodyBytes = maxBodyBytes }
+        server = HTTPServer(group: group, configuration: serverConfiguration, routes: routes)
         try server.start()
     }
 

@@ -37,6 +37,10 @@ int parley_cpu_count(void);
 pid_t parley_gettid(void);
 int parley_set_thread_name(const char *name);
 
+/* sendfile(2) from `in_fd` at `*offset` (advanced) to the socket `out_fd`; readahead(2). */
+ssize_t parley_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count);
+ssize_t parley_readahead(int fd, int64_t offset, size_t count);
+
 static const uint32_t PARLEY_EPOLLIN = EPOLLIN;
 static const uint32_t PARLEY_EPOLLOUT = EPOLLOUT;
 static const uint32_t PARLEY_EPOLLERR = EPOLLERR;
