@@ -52,9 +52,14 @@ public struct ParseQuery: Sendable, Equatable {
 
     /// Moves a `$score` entry of `keys` to `selectsTextScore`.
     mutating func takeScoreKey() {
-        guard let index = keys?.firstIndex(of: "$score") else { return }
+        if Self.takeScoreKey(&keys) { selectsTextScore = true }
+    }
+
+    /// Renames `$score` in `keys` to `score`; whether it was there.
+    static func takeScoreKey(_ keys: inout [String]?) -> Bool {
+        guard let index = keys?.firstIndex(of: "$score") else { return false }
         keys?[index] = "score"
-        selectsTextScore = true
+        return true
     }
 
     public init(className: String, where: JSONValue? = nil, order: [OrderKey] = [], limit: Int = ParseQuery.defaultLimit,
@@ -111,12 +116,16 @@ public struct ParseQuery: Sendable, Equatable {
                 shape = parsed
             }
         }
-        var query = ParseQuery(className: className, where: whereValue, order: order, limit: limit, skip: skip, keys: keys, count: count)
+        // Everything that can throw before the query exists: a throw after it copied it.
+        var finished: ReadShape?
         if var shape {
             try shape.finish()
-            query.shape = shape
+            finished = shape
         }
-        query.takeScoreKey()
+        let selectsTextScore = takeScoreKey(&keys)
+        var query = ParseQuery(className: className, where: whereValue, order: order, limit: limit, skip: skip, keys: keys, count: count)
+        if let finished { query.shape = finished }
+        query.selectsTextScore = selectsTextScore
         return query
     }
 
