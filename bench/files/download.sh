@@ -61,13 +61,16 @@ cmp -s <(curl -fsS "$nginx_url") "$work/photo.bin" || die "nginx did not serve t
 url_of() { if [ "$1" = nginx ]; then printf '%s' "$nginx_url"; else printf '%s' "$url"; fi; }
 say "files download: 1 MB file, wrk -t2 -c16 -d${duration}s, keep-alive, $rounds rounds, loopback, $(nproc) cores"
 say "nginx: $("$nginx_bin" -v 2>&1 | sed 's/^nginx version: //'), sendfile on; parley $(git rev-parse --short HEAD 2>/dev/null || echo unknown), --threads 2"
+parley_alive() { kill -0 "$parley_pid" 2>/dev/null || { tail -n 40 "$work/parley.log" >&2; die "Parley exited (its log above)"; }; }
 for server in nginx parley; do wrk -t2 -c16 -d2s "$(url_of "$server")" >/dev/null; done
+parley_alive
 : >"$work/results.txt"
 for round in $(seq 1 "$rounds"); do
     order=(nginx parley)
     [ $((round % 2)) -eq 0 ] && order=(parley nginx)
     for server in "${order[@]}"; do
         wrk -t2 -c16 -d"${duration}s" --latency "$(url_of "$server")" >"$work/wrk-$server-$round.txt"
+        parley_alive
         awk -v s="$server" -v r="$round" '/^Requests\/sec:/ { rps = $2 } /Non-2xx/ { e += $NF } /Socket errors/ { gsub(/,/, ""); e += $4 + $6 + $8 + $10 }
             END { printf "%s %s %.0f %d\n", s, r, rps, e }' "$work/wrk-$server-$round.txt" >>"$work/results.txt"
     done
