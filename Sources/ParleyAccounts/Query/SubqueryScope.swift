@@ -45,7 +45,8 @@ public struct SubqueryScope: Sendable, Equatable {
             for item in items { collect(item, into: &classes, limit: limit) }
         case .object(let object):
             for (key, member) in object {
-                if operators.contains(key), case .object(let operand) = member {
+                // The byte test first: a hash of every plain field name showed on each find.
+                if key.utf8.first == UInt8(ascii: "$"), operators.contains(key), case .object(let operand) = member {
                     let query = key == "$inQuery" || key == "$notInQuery" ? operand : operand["query"]?.object
                     if let name = query?["className"]?.string, !classes.contains(name), classes.count < limit { classes.append(name) }
                 }
