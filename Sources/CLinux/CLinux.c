@@ -30,6 +30,10 @@ int parley_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
 
 int parley_eventfd(unsigned int initval, int flags) { return eventfd(initval, flags); }
 
+int parley_ignore_sigpipe(void) {
+    return signal(SIGPIPE, SIG_IGN) == SIG_ERR ? -1 : 0;
+}
+
 int parley_signalfd_block(const int *signals, int count) {
     sigset_t mask;
     sigemptyset(&mask);

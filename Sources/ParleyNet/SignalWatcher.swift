@@ -12,6 +12,12 @@ public final class SignalWatcher: IOHandler, @unchecked Sendable {
     private let loop: EventLoop
     private let onSignal: (Int32) -> Void
 
+    /// Ignores SIGPIPE for the process: a write to a socket the peer closed fails with EPIPE
+    /// instead of killing the server (`send` passes MSG_NOSIGNAL, `sendfile` cannot).
+    public static func ignoreBrokenPipes() {
+        _ = parley_ignore_sigpipe()
+    }
+
     /// Blocks `signals` for the process and opens the signalfd (call early, on the main thread).
     public static func blockSignals(_ signals: [Int32]) throws(NetError) -> Int32 {
         let fd = signals.withUnsafeBufferPointer { parley_signalfd_block($0.baseAddress, Int32($0.count)) }

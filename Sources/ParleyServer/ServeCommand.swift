@@ -13,6 +13,7 @@ public enum ServeCommand {
         let logger = Logger(label: "server")
         // Before any thread starts, so every thread inherits the blocked mask.
         let signalFD = try SignalWatcher.blockSignals([SIGTERM, SIGINT, SIGHUP])
+        SignalWatcher.ignoreBrokenPipes()
         let runtime = try ServerRuntime(config: config, logger: logger)
         defer { runtime.stopDatabase() }
         try runtime.start()

@@ -171,6 +171,23 @@ def abuse(parley):
     fs.check("and only they", (status, body), (200, b"0123456789"))
     fs.check("the rest is no second upload", answer.count(b"HTTP/1.1 201"), 1)
 
+    # Downloads cut by the client (reset while the kernel sends the file): a write to a closed
+    # socket must fail that connection only (sendfile raises SIGPIPE; a server not ignoring it dies).
+    import struct
+    status, body = parley.upload("cut.bin", b"z" * (5 * 1024 * 1024))
+    cut_url = body["url"]
+    request = f"GET {parley.file_path(cut_url)} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    for _ in range(20):
+        sock = socket.create_connection(("127.0.0.1", parley.port), timeout=10)
+        sock.sendall(request)
+        sock.recv(1024)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    time.sleep(0.5)  # kept: a window for the server to hit the closed sockets (it must survive)
+    fs.check("20 downloads reset mid-file leave the server running", parley.process.poll(), None)
+    status, _, got = parley.request("GET", parley.file_path(cut_url))
+    fs.check("and it still serves the file whole", (status, len(got)), (200, 5 * 1024 * 1024))
+
     # Names that try to leave the directory.
     status, body = parley.upload("..%2F..%2Fetc%2Fpasswd", b"nope")
     fs.check("a name with a path in it is 122", (status, body.get("code")), (400, 122))

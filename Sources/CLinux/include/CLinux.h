@@ -29,6 +29,8 @@ int parley_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 int parley_eventfd(unsigned int initval, int flags);
 int parley_signalfd_block(const int *signals, int count);
 int parley_signalfd_read(int fd);
+/* SIGPIPE ignored for the process (sendfile(2) has no MSG_NOSIGNAL); children reset it. */
+int parley_ignore_sigpipe(void);
 int parley_timerfd_create(void);
 int parley_timerfd_arm(int fd, int64_t nanoseconds_from_now);
 
