@@ -1,3 +1,4 @@
+import ParleyHTTP
 import ParleyNet
 
 /// AWS Signature Version 4 for S3 requests (header form, payload hashed).
@@ -33,21 +34,6 @@ public struct S3Signer: Sendable {
 
     /// URI-encodes `text` as SigV4 asks: unreserved characters kept, `/` too when `keepSlash`.
     public static func encode(_ text: String, keepSlash: Bool = false) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.append(byte)
-            case UInt8(ascii: "/") where keepSlash:
-                out.append(byte)
-            default:
-                out.append(UInt8(ascii: "%"))
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 15)])
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        PercentEncoding.escaped(text, keepingSlash: keepSlash)
     }
 }
